@@ -1,0 +1,878 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The DeepUM prefetch core.
+ *
+ * Learning.  Every FAULT updates the tables of the exec ID that was running:
+ * the faulted block becomes a successor of the previous `levels` faults of
+ * the same execution, the first fault of an execution becomes a start block,
+ * the latest fault the end block.  Every LAUNCH records the exec-ID succession.
+ *
+ * Prediction.  The core keeps a window of kernels it expects to run next,
+ * chained through the exec-ID table from the running one.  Each window kernel
+ * is walked breadth-first through its block table from its start blocks; the
+ * walk does not continue past the kernel's end block.  Predicted blocks that
+ * are not resident become PREFETCH commands, in the order the kernels are
+ * expected.  A LAUNCH that matches the head of the window slides it; one that
+ * does not resets it.  A FAULT walks the running kernel's table again from
+ * the faulted block, since the blocks after it are the ones still to come.
+ *
+ * Walking on launches as well as on faults matters: a prefetcher that only
+ * wakes on faults goes quiet exactly when it works, since its hits do not
+ * fault.
+ *
+ * Residency.  The core mirrors what nvidia-uvm holds on the GPU, in least
+ * recently migrated order, against a capacity.  Pre-eviction keeps
+ * watermark_blocks free by evicting the oldest blocks that no window kernel
+ * needs; a fault that still finds memory full is charged a demand eviction
+ * of the oldest block, as the driver would do.  The window is measured in
+ * "launch clock" ticks: a block predicted for the kernel expected at tick t is
+ * protected while the clock is <= t.  A reset jumps the clock past every
+ * outstanding protection.
+ *
+ * Invalidation.  A FREE marks the blocks it covers entirely as dead: resident
+ * ones are discarded (no write-back) and dead blocks are never prefetched
+ * until a fault touches them again.
+ */
+#include "core.h"
+#include "corr.h"
+#include "residency.h"
+
+struct dum_window_slot {
+	u64 seq;	/* launch clock tick the kernel is expected at */
+	u32 exec;
+	u32 blocks;	/* blocks its walk added to the window */
+	u32 walk_gen;	/* generation of its latest walk */
+	bool complete;	/* its walk ran to the end */
+};
+
+struct deepum_core {
+	struct deepum_config cfg;
+	struct dum_residency res;
+	struct dum_corr corr;
+
+	/* Prefetch window: a ring of kernels expected next, oldest first. */
+	struct dum_window_slot *window;
+	u32 win_head;
+	u32 win_count;
+	u64 win_blocks;		/* blocks predicted by the kernels in the window */
+	u64 launch_clock;
+
+	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
+	u32 cur_walk_gen;	/* the walk that predicted it; 0: none */
+	bool in_sync;		/* the window predicted the last launch */
+	u32 prev_exec;		/* exec slot whose successor the next launch is */
+
+	/* The running execution's latest faults, most recent first. */
+	u64 *hist;
+	u32 hist_len;
+	u32 hist_exec;
+
+	u32 *walk_queue;	/* walk_max ways */
+	u32 walk_left;		/* entries walks may still visit for this record */
+
+	struct deepum_cmd *out;	/* this record's command buffer */
+	u32 out_len;
+	u32 out_max;
+
+	struct deepum_stats stats;
+};
+
+/* Outcome of predicting one block. */
+enum dum_predict {
+	DUM_PREDICT_NEW,	/* newly part of the window */
+	DUM_PREDICT_KNOWN,	/* already in the window, dead or untracked */
+	DUM_PREDICT_STOP,	/* no room on the GPU or in the command buffer */
+};
+
+#define CFG_FIELD(field, name)                                              \
+	{ offsetof(struct deepum_config, field), DEEPUM_CFG_##name##_MIN,   \
+	  DEEPUM_CFG_##name##_MAX, DEEPUM_CFG_##name##_DEFAULT }
+
+static const struct {
+	size_t offset;
+	u32 min, max, def;
+} cfg_fields[] = {
+	CFG_FIELD(block_shift, BLOCK_SHIFT),
+	CFG_FIELD(corr_sets, CORR_SETS),
+	CFG_FIELD(corr_ways, CORR_WAYS),
+	CFG_FIELD(corr_levels, CORR_LEVELS),
+	CFG_FIELD(corr_succs, CORR_SUCCS),
+	CFG_FIELD(exec_max, EXEC_MAX),
+	CFG_FIELD(exec_succs, EXEC_SUCCS),
+	CFG_FIELD(exec_starts, EXEC_STARTS),
+	CFG_FIELD(block_max, BLOCK_MAX),
+	CFG_FIELD(lookahead_kernels, LOOKAHEAD_KERNELS),
+	CFG_FIELD(lookahead_blocks, LOOKAHEAD_BLOCKS),
+	CFG_FIELD(walk_max, WALK_MAX),
+	CFG_FIELD(evict_scan, EVICT_SCAN),
+	CFG_FIELD(watermark_blocks, WATERMARK_BLOCKS),
+};
+
+int deepum_core_config_check(struct deepum_config *cfg)
+{
+	struct deepum_config out = *cfg;
+	u32 i;
+
+	for (i = 0; i < sizeof(cfg_fields) / sizeof(cfg_fields[0]); i++) {
+		u32 *v = (u32 *)((char *)&out + cfg_fields[i].offset);
+
+		if (!*v)
+			*v = cfg_fields[i].def;
+		if (*v < cfg_fields[i].min || *v > cfg_fields[i].max)
+			return -EINVAL;
+	}
+	if (out.corr_sets & (out.corr_sets - 1))
+		return -EINVAL;
+	if (out.flags & ~DEEPUM_CFG_F_ALL || out.reserved0 ||
+	    out.reserved[0] || out.reserved[1] || out.reserved[2] || out.reserved[3])
+		return -EINVAL;
+	if (out.capacity_blocks > DEEPUM_CFG_CAPACITY_BLOCKS_MAX)
+		return -EINVAL;
+	*cfg = out;
+	return 0;
+}
+
+u64 deepum_core_mem_bytes(const struct deepum_config *cfg)
+{
+	return sizeof(struct deepum_core) + dum_corr_mem_bytes(cfg) +
+	       dum_residency_mem_bytes(cfg->block_max) +
+	       (u64)cfg->lookahead_kernels * sizeof(struct dum_window_slot) +
+	       (u64)cfg->corr_levels * sizeof(u64) + (u64)cfg->walk_max * sizeof(u32);
+}
+
+int deepum_core_create(const struct deepum_config *cfg, struct deepum_core **ret)
+{
+	struct deepum_core *core;
+	int err;
+
+	*ret = NULL;
+	core = dum_calloc(1, sizeof(*core));
+	if (!core)
+		return -ENOMEM;
+	core->cfg = *cfg;
+	err = deepum_core_config_check(&core->cfg);
+	if (err)
+		goto out_free_core;
+	err = dum_residency_init(&core->res, core->cfg.block_max);
+	if (err)
+		goto out_free_core;
+	err = dum_corr_init(&core->corr, &core->cfg);
+	if (err)
+		goto out_destroy_residency;
+	err = -ENOMEM;
+	core->window = dum_calloc(core->cfg.lookahead_kernels, sizeof(*core->window));
+	core->hist = dum_calloc(core->cfg.corr_levels, sizeof(*core->hist));
+	core->walk_queue = dum_calloc(core->cfg.walk_max, sizeof(*core->walk_queue));
+	if (!core->window || !core->hist || !core->walk_queue)
+		goto out_free_arrays;
+
+	core->cur_exec = core->cfg.exec_max;	/* faults before any launch */
+	core->prev_exec = DUM_NIL;
+	core->hist_exec = DUM_NIL;
+	*ret = core;
+	return 0;
+
+out_free_arrays:
+	dum_free(core->window);
+	dum_free(core->hist);
+	dum_free(core->walk_queue);
+	dum_corr_destroy(&core->corr);
+out_destroy_residency:
+	dum_residency_destroy(&core->res);
+out_free_core:
+	dum_free(core);
+	return err;
+}
+
+void deepum_core_destroy(struct deepum_core *core)
+{
+	if (!core)
+		return;
+	dum_free(core->window);
+	dum_free(core->hist);
+	dum_free(core->walk_queue);
+	dum_corr_destroy(&core->corr);
+	dum_residency_destroy(&core->res);
+	dum_free(core);
+}
+
+void deepum_core_get_config(const struct deepum_core *core, struct deepum_config *ret)
+{
+	*ret = core->cfg;
+}
+
+u32 deepum_core_max_cmds(const struct deepum_core *core)
+{
+	/* A full window of evict + prefetch pairs, the watermark, a demand eviction. */
+	return 2 * core->cfg.lookahead_blocks + core->cfg.watermark_blocks + 1;
+}
+
+void deepum_core_get_stats(const struct deepum_core *core, struct deepum_stats *ret)
+{
+	*ret = core->stats;
+	ret->resident_blocks = core->res.resident;
+}
+
+void deepum_core_add_time(struct deepum_core *core, u64 ns)
+{
+	core->stats.core_ns += ns;
+}
+
+/* ---- commands and residency ------------------------------------------ */
+
+static u64 block_bytes(const struct deepum_core *core)
+{
+	return (u64)1 << core->cfg.block_shift;
+}
+
+static bool out_room(const struct deepum_core *core, u32 n)
+{
+	return core->out_max - core->out_len >= n;
+}
+
+static void emit(struct deepum_core *core, u32 op, u64 blk, u32 exec_id, u32 flags)
+{
+	struct deepum_cmd *cmd;
+
+	if (!out_room(core, 1))
+		return;
+	cmd = &core->out[core->out_len++];
+	cmd->addr = blk << core->cfg.block_shift;
+	cmd->exec_id = exec_id;
+	cmd->op = op;
+	cmd->flags = flags;
+	cmd->reserved = 0;
+}
+
+static bool in_window(const struct deepum_core *core, const struct dum_block *b)
+{
+	return b->window_seq >= core->launch_clock;
+}
+
+static void protect(struct dum_block *b, u64 seq)
+{
+	if (b->window_seq < seq)
+		b->window_seq = seq;
+}
+
+static u64 free_blocks(const struct deepum_core *core)
+{
+	return core->cfg.capacity_blocks - core->res.resident;
+}
+
+/* Evict @slot: discard if its data is dead, otherwise write it back. */
+static void evict(struct deepum_core *core, u32 slot, u32 flags)
+{
+	struct dum_block *b = dum_block_at(&core->res, slot);
+
+	if (b->flags & DUM_BLOCK_DEAD) {
+		emit(core, DEEPUM_CMD_DISCARD, b->blk, DEEPUM_EXEC_NONE, flags);
+		core->stats.discards++;
+	} else {
+		emit(core, DEEPUM_CMD_EVICT, b->blk, DEEPUM_EXEC_NONE, flags);
+		if (flags & DEEPUM_CMD_F_DEMAND)
+			core->stats.demand_evictions++;
+		else
+			core->stats.evictions++;
+	}
+	dum_residency_remove(&core->res, slot);
+}
+
+/* The least recently migrated block no window kernel needs, within evict_scan. */
+static u32 find_victim(const struct deepum_core *core)
+{
+	u32 slot = core->res.lrm_head;
+	u32 scanned;
+
+	for (scanned = 0; slot != DUM_NIL && scanned < core->cfg.evict_scan; scanned++) {
+		const struct dum_block *b = dum_block_at(&core->res, slot);
+
+		if (!in_window(core, b))
+			return slot;
+		slot = b->lrm_next;
+	}
+	return DUM_NIL;
+}
+
+/* Pre-evict until watermark_blocks are free, or nothing can go. */
+static void preevict(struct deepum_core *core)
+{
+	if (!core->cfg.capacity_blocks || core->cfg.flags & DEEPUM_CFG_F_NO_PREEVICT)
+		return;
+	while (free_blocks(core) < core->cfg.watermark_blocks && out_room(core, 1)) {
+		u32 victim = find_victim(core);
+
+		if (victim == DUM_NIL)
+			return;
+		evict(core, victim, 0);
+	}
+}
+
+/* Make room for one prefetched block without touching the fault reserve. */
+static bool room_for_prefetch(struct deepum_core *core)
+{
+	u32 victim;
+
+	if (!core->cfg.capacity_blocks)
+		return true;
+	if (core->cfg.flags & DEEPUM_CFG_F_NO_PREEVICT)
+		return free_blocks(core) > 0;
+	if (free_blocks(core) > core->cfg.watermark_blocks)
+		return true;
+	victim = find_victim(core);
+	if (victim == DUM_NIL)
+		return false;
+	evict(core, victim, 0);
+	return true;
+}
+
+static enum dum_predict predict_block(struct deepum_core *core, u64 blk, u32 exec_id, u64 seq)
+{
+	u32 slot = dum_residency_get(&core->res, blk);
+	struct dum_block *b;
+	bool fresh;
+
+	if (slot == DUM_NIL) {
+		core->stats.blocks_untracked++;
+		return DUM_PREDICT_KNOWN;
+	}
+	b = dum_block_at(&core->res, slot);
+	if (b->flags & DUM_BLOCK_DEAD) {
+		core->stats.skipped_invalid++;
+		return DUM_PREDICT_KNOWN;
+	}
+	fresh = !in_window(core, b);
+	if (!dum_block_resident(b)) {
+		if (core->cfg.flags & DEEPUM_CFG_F_NO_PREFETCH)
+			return DUM_PREDICT_KNOWN;
+		if (!out_room(core, 2)) {
+			core->stats.walk_truncated++;
+			return DUM_PREDICT_STOP;
+		}
+		if (!room_for_prefetch(core)) {
+			core->stats.window_full++;
+			return DUM_PREDICT_STOP;
+		}
+		emit(core, DEEPUM_CMD_PREFETCH, blk, exec_id, 0);
+		dum_residency_touch(&core->res, slot);
+		core->stats.prefetches++;
+		core->stats.prefetch_bytes += block_bytes(core);
+	}
+	protect(b, seq);
+	return fresh ? DUM_PREDICT_NEW : DUM_PREDICT_KNOWN;
+}
+
+/* ---- walking the tables ---------------------------------------------- */
+
+static struct dum_window_slot *window_slot(struct deepum_core *core, u32 i)
+{
+	return &core->window[(core->win_head + i) % core->cfg.lookahead_kernels];
+}
+
+
+static u32 exec_id_of(const struct deepum_core *core, u32 exec)
+{
+	return exec == core->cfg.exec_max ? DEEPUM_EXEC_NONE : exec;
+}
+
+/*
+ * Queue (@exec, @blk)'s table entry for expansion.  False if this walk has
+ * already seen it: then @blk has been predicted too.
+ */
+static bool walk_enqueue(struct deepum_core *core, u32 exec, u64 blk, u32 gen, u32 *tail)
+{
+	struct dum_corr *c = &core->corr;
+	u32 way = dum_corr_find(c, exec, blk);
+
+	if (way == DUM_NIL)
+		return true;
+	if (c->ways[way].walk_mark == gen)
+		return false;
+	c->ways[way].walk_mark = gen;
+	if (*tail < core->cfg.walk_max)
+		core->walk_queue[(*tail)++] = way;
+	return true;
+}
+
+/* Start a walk generation: entries marked with it count as expanded. */
+static u32 walk_begin(struct deepum_core *core)
+{
+	struct dum_corr *c = &core->corr;
+
+	if (++c->walk_gen == 0) {
+		u32 w;
+
+		for (w = 0; w < c->nentries; w++)
+			c->ways[w].walk_mark = 0;
+		c->walk_gen = 1;
+		/* Generations handed out before are gone. */
+		core->cur_walk_gen = 0;
+		for (w = 0; w < core->win_count; w++)
+			window_slot(core, w)->walk_gen = 0;
+	}
+	return c->walk_gen;
+}
+
+/* Predict one block of a walk; false when the walk must stop. */
+static bool walk_predict(struct deepum_core *core, u64 blk, u32 exec_id, u64 seq, u64 *added)
+{
+	switch (predict_block(core, blk, exec_id, seq)) {
+	case DUM_PREDICT_STOP:
+		return false;
+	case DUM_PREDICT_NEW:
+		(*added)++;
+		break;
+	case DUM_PREDICT_KNOWN:
+		break;
+	}
+	return true;
+}
+
+/* Give @heir a copy of @way's entry (successors included), as its own. */
+static void adopt_entry(struct dum_corr *c, u32 heir, u32 way)
+{
+	u64 blk = c->ways[way].blk;
+	u32 copy;
+
+	dum_corr_get(c, heir, blk);
+	copy = dum_corr_find(c, heir, blk);
+	if (copy != way)
+		memcpy(dum_corr_successors(c, copy, 0), dum_corr_successors(c, way, 0),
+		       (u64)c->levels * c->succs * sizeof(u64));
+}
+
+/*
+ * Predict @exec's blocks for launch clock tick @seq, breadth-first through its
+ * table, in walk generation @gen: entries an earlier walk of the same
+ * generation expanded are not expanded again.  From @from, or from the exec
+ * ID's start blocks when @from is 0.  The end block's successors are not
+ * followed: the kernel ends there.  Adds the blocks that newly joined the
+ * window to *@added.  Returns false if it stopped early.
+ *
+ * With @heir other than DUM_NIL, every entry expanded is also copied into
+ * @heir's table: the walk predicts for a new exec ID standing in for @exec.
+ */
+static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
+		 u32 heir, u64 *added)
+{
+	struct dum_corr *c = &core->corr;
+	u32 exec_id = exec_id_of(core, heir == DUM_NIL ? exec : heir);
+	u64 end = c->exec_end[exec];
+	u32 head = 0, tail = 0;
+	u32 i, level;
+
+	core->stats.walks++;
+
+	if (from) {
+		walk_enqueue(core, exec, from, gen, &tail);
+	} else {
+		const u64 *starts = dum_exec_starts(c, exec);
+
+		for (i = 0; i < c->exec_nstarts && starts[i]; i++) {
+			if (walk_enqueue(core, exec, starts[i], gen, &tail) &&
+			    !walk_predict(core, starts[i], exec_id, seq, added))
+				return false;
+		}
+	}
+
+	while (head < tail) {
+		u32 way = core->walk_queue[head++];
+
+		if (!core->walk_left) {
+			core->stats.walk_truncated++;
+			return false;
+		}
+		core->walk_left--;
+		core->stats.walk_entries++;
+		dum_corr_use(c, way);
+		if (heir != DUM_NIL)
+			adopt_entry(c, heir, way);
+		if (c->ways[way].blk == end && c->ways[way].blk != from)
+			continue;
+		for (level = 0; level < c->levels; level++) {
+			const u64 *succ = dum_corr_successors(c, way, level);
+
+			for (i = 0; i < c->succs && succ[i]; i++) {
+				if (walk_enqueue(core, exec, succ[i], gen, &tail) &&
+				    !walk_predict(core, succ[i], exec_id, seq, added))
+					return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* ---- the prefetch window --------------------------------------------- */
+
+/* The head kernel is running: it leaves the window. */
+static void window_pop(struct deepum_core *core)
+{
+	core->win_blocks -= window_slot(core, 0)->blocks;
+	core->win_head = (core->win_head + 1) % core->cfg.lookahead_kernels;
+	core->win_count--;
+}
+
+static void window_reset(struct deepum_core *core)
+{
+	core->win_head = 0;
+	core->win_count = 0;
+	core->win_blocks = 0;
+	/* Every outstanding protection is for a tick at most this far ahead. */
+	core->launch_clock += core->cfg.lookahead_kernels + 1;
+}
+
+/* Walk further ahead until the window is full, memory is, or the budget is spent. */
+static void window_extend(struct deepum_core *core)
+{
+	struct dum_corr *c = &core->corr;
+
+	while (core->walk_left && core->win_blocks < core->cfg.lookahead_blocks) {
+		struct dum_window_slot *last = core->win_count ?
+			window_slot(core, core->win_count - 1) : NULL;
+		u64 added = 0;
+		u32 next;
+
+		if (last && !last->complete) {
+			/* Finish the kernel a previous extension could not: a fresh
+			 * generation, since its frontier was marked but not expanded. */
+			last->walk_gen = walk_begin(core);
+			last->complete = walk(core, last->exec, 0, last->seq, last->walk_gen, DUM_NIL, &added);
+			last->blocks += added;
+			core->win_blocks += added;
+			if (!last->complete)
+				return;
+			continue;
+		}
+		if (core->win_count == core->cfg.lookahead_kernels)
+			return;
+		next = dum_exec_predict(c, last ? last->exec : core->cur_exec);
+		if (next == DEEPUM_EXEC_NONE || next == DUM_EXEC_BOUNDARY)
+			return;
+		last = window_slot(core, core->win_count++);
+		last->exec = next;
+		last->seq = (core->win_count > 1 ? window_slot(core, core->win_count - 2)->seq :
+			     core->launch_clock) + 1;
+		last->walk_gen = walk_begin(core);
+		last->complete = walk(core, next, 0, last->seq, last->walk_gen, DUM_NIL, &added);
+		last->blocks = added;
+		core->win_blocks += added;
+	}
+}
+
+/* ---- records --------------------------------------------------------- */
+
+/* Table slot of an exec ID: its own, the unknown kernel's for DEEPUM_EXEC_NONE,
+ * DUM_NIL beyond exec_max. */
+static u32 exec_slot(const struct deepum_core *core, u32 exec_id)
+{
+	if (exec_id == DEEPUM_EXEC_NONE)
+		return core->cfg.exec_max;
+	return exec_id < core->cfg.exec_max ? exec_id : DUM_NIL;
+}
+
+/* Has @exec ever faulted or been followed by another launch? */
+static bool exec_known(const struct deepum_core *core, u32 exec)
+{
+	return dum_exec_starts(&core->corr, exec)[0] || dum_exec_successors(&core->corr, exec)[0];
+}
+
+static void on_launch(struct deepum_core *core, u32 exec_id)
+{
+	u32 exec = exec_slot(core, exec_id);
+	struct dum_window_slot *head;
+	u64 added = 0;
+
+	core->stats.launches++;
+	core->hist_len = 0;
+	core->cur_exec = exec;
+	if (exec == DUM_NIL) {
+		core->stats.exec_ignored++;
+		core->prev_exec = DUM_NIL;
+		return;
+	}
+	if (core->prev_exec != DUM_NIL)
+		dum_exec_add_successor(&core->corr, core->prev_exec, exec);
+	core->prev_exec = exec;
+	core->launch_clock++;
+
+	head = core->win_count ? window_slot(core, 0) : NULL;
+	if (head && head->seq == core->launch_clock && head->exec != exec && core->in_sync &&
+	    !exec_known(core, exec)) {
+		/*
+		 * A kernel never seen, where the window expected another: most
+		 * likely that kernel with some tensors moved (a new argument
+		 * hashes to a new exec ID).  It inherits the expected kernel's
+		 * table, walked again to copy it, and learns its own faults on
+		 * top: its hits would never teach it what it shares.
+		 */
+		u32 gen = walk_begin(core);
+
+		core->stats.exec_stand_ins++;
+		dum_mru_insert(dum_exec_starts(&core->corr, exec), core->corr.exec_nstarts,
+			       dum_exec_starts(&core->corr, head->exec)[0]);
+		core->corr.exec_end[exec] = core->corr.exec_end[head->exec];
+		walk(core, head->exec, 0, core->launch_clock, gen, exec, &added);
+		window_pop(core);
+		window_extend(core);
+		return;
+	}
+	core->in_sync = head && head->exec == exec && head->seq == core->launch_clock;
+	if (core->in_sync) {
+		/* As predicted: its blocks stay protected for this tick. */
+		core->cur_walk_gen = head->complete ? head->walk_gen : 0;
+		window_pop(core);
+	} else {
+		if (head) {
+			core->stats.window_resets++;
+			window_reset(core);
+		}
+		core->cur_walk_gen = 0;
+	}
+	if (!core->cur_walk_gen) {
+		u32 gen = walk_begin(core);
+
+		if (walk(core, exec, 0, core->launch_clock, gen, DUM_NIL, &added))
+			core->cur_walk_gen = gen;
+	}
+	window_extend(core);
+}
+
+static void learn(struct deepum_core *core, u32 exec, u64 blk)
+{
+	struct dum_corr *c = &core->corr;
+	u32 level, n;
+
+	if (core->hist_exec != exec) {
+		core->hist_exec = exec;
+		core->hist_len = 0;
+	}
+	if (core->hist_len && core->hist[0] == blk)
+		return;	/* the same block again: no self-successor */
+	if (!core->hist_len)
+		dum_mru_insert(dum_exec_starts(c, exec), c->exec_nstarts, blk);
+	c->exec_end[exec] = blk;
+
+	switch (dum_corr_get(c, exec, blk)) {
+	case DUM_CORR_REPLACED:
+		core->stats.corr_replacements++;
+		fallthrough;
+	case DUM_CORR_INSERTED:
+		core->stats.corr_inserts++;
+		break;
+	case DUM_CORR_FOUND:
+		break;
+	}
+
+	n = core->hist_len < c->levels ? core->hist_len : c->levels;
+	for (level = 0; level < n; level++) {
+		u32 way = dum_corr_find(c, exec, core->hist[level]);
+
+		if (way != DUM_NIL && core->hist[level] != blk)
+			dum_mru_insert(dum_corr_successors(c, way, level), c->succs, blk);
+	}
+	for (level = n < c->levels ? n : c->levels - 1; level > 0; level--)
+		core->hist[level] = core->hist[level - 1];
+	core->hist[0] = blk;
+	if (core->hist_len < c->levels)
+		core->hist_len++;
+}
+
+static void on_fault(struct deepum_core *core, const struct deepum_record *rec)
+{
+	u64 blk = rec->addr >> core->cfg.block_shift;
+	u32 exec = rec->exec_id == DEEPUM_EXEC_NONE ? core->cur_exec : exec_slot(core, rec->exec_id);
+	u32 slot = dum_residency_get(&core->res, blk);
+	bool missed = true;
+	u64 added = 0;
+	u32 gen;
+
+	core->stats.faults++;
+	if (slot == DUM_NIL) {
+		core->stats.blocks_untracked++;
+	} else {
+		struct dum_block *b = dum_block_at(&core->res, slot);
+
+		if (dum_block_resident(b)) {
+			/* Predicted, but its copy had not landed yet. */
+			core->stats.faults_resident++;
+			missed = false;
+		} else if (core->cfg.capacity_blocks && !free_blocks(core)) {
+			/* The driver evicts on the fault path, oldest first. */
+			evict(core, core->res.lrm_head, DEEPUM_CMD_F_DEMAND);
+		}
+		dum_residency_touch(&core->res, slot);
+		b->flags &= ~DUM_BLOCK_DEAD;
+		protect(b, core->launch_clock);
+	}
+	if (exec == DUM_NIL) {
+		core->stats.exec_ignored++;
+		return;
+	}
+	learn(core, exec, blk);
+	if (!missed)
+		return;
+	/*
+	 * A miss: the blocks after it in this kernel may not be predicted yet.
+	 * Within the running kernel, continue its walk's generation, so that
+	 * only what that walk did not reach is expanded.
+	 */
+	gen = exec == core->cur_exec && core->cur_walk_gen ? core->cur_walk_gen : walk_begin(core);
+	if (!walk(core, exec, blk, core->launch_clock, gen, DUM_NIL, &added) && gen == core->cur_walk_gen)
+		core->cur_walk_gen = 0;
+	window_extend(core);
+}
+
+static void on_free(struct deepum_core *core, const struct deepum_record *rec)
+{
+	u32 shift = core->cfg.block_shift;
+	u64 first = (rec->addr + block_bytes(core) - 1) >> shift;
+	u64 end = (rec->addr + rec->len) >> shift;
+	u64 blk;
+
+	/* Only whole blocks are dead; only tracked blocks can be in any table. */
+	for (blk = first; blk < end; blk++) {
+		u32 slot = dum_residency_find(&core->res, blk);
+		struct dum_block *b;
+
+		core->stats.invalidated_bytes += block_bytes(core);
+		if (slot == DUM_NIL)
+			continue;
+		b = dum_block_at(&core->res, slot);
+		b->flags |= DUM_BLOCK_DEAD;
+		/* Without room now, pre-eviction discards it later. */
+		if (dum_block_resident(b) && out_room(core, 1))
+			evict(core, slot, 0);
+	}
+}
+
+static void on_iteration(struct deepum_core *core, const struct deepum_record *rec)
+{
+	if (!(rec->flags & DEEPUM_ITER_F_FLUSHED))
+		return;
+	/* Everything went back to the host: nothing is resident, nothing predicted
+	 * survives, and no prefetch should ever cross this point again. */
+	dum_residency_clear(&core->res);
+	window_reset(core);
+	if (core->prev_exec != DUM_NIL)
+		dum_exec_add_successor(&core->corr, core->prev_exec, DUM_EXEC_BOUNDARY);
+	core->prev_exec = DUM_NIL;
+	core->hist_len = 0;
+}
+
+static bool record_valid(const struct deepum_core *core, const struct deepum_record *rec)
+{
+	switch (rec->type) {
+	case DEEPUM_REC_LAUNCH:
+		return !rec->flags;
+	case DEEPUM_REC_FAULT:
+		return !(rec->flags & ~DEEPUM_FAULT_F_ALL) &&
+		       rec->aux <= DEEPUM_ACCESS_PREFETCH &&
+		       rec->addr >> core->cfg.block_shift;
+	case DEEPUM_REC_ALLOC:
+	case DEEPUM_REC_FREE:
+		return !rec->flags && rec->addr + rec->len >= rec->addr;
+	case DEEPUM_REC_ITERATION:
+		return !(rec->flags & ~DEEPUM_ITER_F_ALL);
+	default:
+		return false;
+	}
+}
+
+int deepum_core_process(struct deepum_core *core, const struct deepum_record *rec,
+			struct deepum_cmd *cmds, u32 max_cmds, u32 *ncmds)
+{
+	*ncmds = 0;
+	if (!record_valid(core, rec))
+		return -EINVAL;
+
+	core->out = cmds;
+	core->out_len = 0;
+	core->out_max = max_cmds;
+	core->walk_left = core->cfg.walk_max;
+	core->stats.records++;
+
+	switch (rec->type) {
+	case DEEPUM_REC_LAUNCH:
+		on_launch(core, rec->exec_id);
+		break;
+	case DEEPUM_REC_FAULT:
+		on_fault(core, rec);
+		break;
+	case DEEPUM_REC_FREE:
+		on_free(core, rec);
+		break;
+	case DEEPUM_REC_ITERATION:
+		on_iteration(core, rec);
+		break;
+	case DEEPUM_REC_ALLOC:
+		/* A new range holds no data yet: its first touch will fault. */
+		break;
+	}
+	preevict(core);
+
+	*ncmds = core->out_len;
+	core->out = NULL;
+	return 0;
+}
+
+/* ---- introspection --------------------------------------------------- */
+
+bool deepum_core_is_resident(const struct deepum_core *core, u64 addr)
+{
+	u32 slot = dum_residency_find(&core->res, addr >> core->cfg.block_shift);
+
+	return slot != DUM_NIL && dum_block_resident(dum_block_at(&core->res, slot));
+}
+
+u32 deepum_core_exec_successors(const struct deepum_core *core, u32 exec_id, u32 *ret, u32 n)
+{
+	u32 exec = exec_slot(core, exec_id);
+	const u64 *succ;
+	u32 i;
+
+	if (exec == DUM_NIL)
+		return 0;
+	succ = dum_exec_successors(&core->corr, exec);
+	for (i = 0; i < n && i < core->corr.exec_nsuccs && succ[i]; i++)
+		ret[i] = (u32)(succ[i] - 1);
+	return i;
+}
+
+u32 deepum_core_exec_starts(const struct deepum_core *core, u32 exec_id, u64 *ret, u32 n)
+{
+	u32 exec = exec_slot(core, exec_id);
+	const u64 *starts;
+	u32 i;
+
+	if (exec == DUM_NIL)
+		return 0;
+	starts = dum_exec_starts(&core->corr, exec);
+	for (i = 0; i < n && i < core->corr.exec_nstarts && starts[i]; i++)
+		ret[i] = starts[i] << core->cfg.block_shift;
+	return i;
+}
+
+u64 deepum_core_exec_end(const struct deepum_core *core, u32 exec_id)
+{
+	u32 exec = exec_slot(core, exec_id);
+
+	return exec == DUM_NIL ? 0 : core->corr.exec_end[exec] << core->cfg.block_shift;
+}
+
+int deepum_core_block_successors(const struct deepum_core *core, u32 exec_id, u64 addr,
+				 u32 level, u64 *ret, u32 n)
+{
+	u32 exec = exec_slot(core, exec_id);
+	const u64 *succ;
+	u32 way, i;
+
+	if (exec == DUM_NIL || level >= core->corr.levels)
+		return -1;
+	way = dum_corr_find(&core->corr, exec, addr >> core->cfg.block_shift);
+	if (way == DUM_NIL)
+		return -1;
+	succ = dum_corr_successors(&core->corr, way, level);
+	for (i = 0; i < n && i < core->corr.succs && succ[i]; i++)
+		ret[i] = succ[i] << core->cfg.block_shift;
+	return (int)i;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Correlation tables.
+ *
+ * Exec-ID table: per exec ID, its most recent successor exec IDs (MRU first),
+ * its most recent start blocks (first fault of an execution) and its end block
+ * (last fault of the latest execution).  Indexed directly: exec IDs are dense.
+ *
+ * Block tables: per exec ID, for each UM block it faulted on, the blocks that
+ * faulted after it in the same execution, kept for `levels` distances (level 0:
+ * the next fault, level 1: the one after, ...) with `succs` MRU entries per
+ * level: ULMT's "replicated" organisation.  All exec IDs share one
+ * set-associative array tagged by (exec ID, block), so memory follows the
+ * number of (exec, block) pairs, not exec_max times a worst-case kernel.
+ * Ways are replaced least recently used; an entry is used when it learns or
+ * when a walk visits it.
+ *
+ * Block number 0 never names a UM block (the first block of the address space
+ * is never mapped), so 0 marks an empty successor or start slot.  Successor
+ * exec IDs are stored plus one for the same reason.
+ */
+#ifndef _DEEPUM_CORR_H
+#define _DEEPUM_CORR_H
+
+#include "table.h"
+
+/* Successor meaning "the iteration ended and memory was flushed": walks stop. */
+#define DUM_EXEC_BOUNDARY 0xfffffffeU
+
+struct dum_corr_way {
+	u64 blk;
+	u32 exec;
+	u32 stamp;	/* LRU clock at last use; 0: the way is free */
+	u32 walk_mark;	/* walk generation that last queued it */
+};
+
+struct dum_corr {
+	struct dum_corr_way *ways;	/* sets * nways */
+	u64 *succ;			/* per way: levels * succs block numbers */
+	u32 set_shift;
+	u32 nentries;			/* sets * nways */
+	u32 nways;
+	u32 levels;
+	u32 succs;
+	u32 clock;
+	u32 walk_gen;
+
+	u32 exec_slots;			/* exec_max + 1: the last one is "unknown kernel" */
+	u32 exec_nsuccs;
+	u32 exec_nstarts;
+	u64 *exec_next;			/* exec_slots * exec_nsuccs, exec ID + 1, 0: empty */
+	u64 *exec_start;		/* exec_slots * exec_nstarts */
+	u64 *exec_end;			/* exec_slots */
+};
+
+int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg);
+void dum_corr_destroy(struct dum_corr *c);
+u64 dum_corr_mem_bytes(const struct deepum_config *cfg);
+
+/* Way holding (@exec, @blk), or DUM_NIL. */
+u32 dum_corr_find(const struct dum_corr *c, u32 exec, u64 blk);
+enum dum_corr_get {
+	DUM_CORR_FOUND,
+	DUM_CORR_INSERTED,	/* into a free way */
+	DUM_CORR_REPLACED,	/* over the set's least recently used entry */
+};
+
+/* Make sure (@exec, @blk) has a way, and mark it used. */
+enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk);
+/* Mark a way used now (LRU). */
+void dum_corr_use(struct dum_corr *c, u32 way);
+
+static inline u64 *dum_corr_successors(const struct dum_corr *c, u32 way, u32 level)
+{
+	return &c->succ[((u64)way * c->levels + level) * c->succs];
+}
+
+static inline u64 *dum_exec_successors(const struct dum_corr *c, u32 exec)
+{
+	return &c->exec_next[(u64)exec * c->exec_nsuccs];
+}
+
+static inline void dum_exec_add_successor(struct dum_corr *c, u32 exec, u32 next)
+{
+	dum_mru_insert(dum_exec_successors(c, exec), c->exec_nsuccs, (u64)next + 1);
+}
+
+/* The exec ID expected after @exec, or DEEPUM_EXEC_NONE. */
+static inline u32 dum_exec_predict(const struct dum_corr *c, u32 exec)
+{
+	return (u32)(dum_exec_successors(c, exec)[0] - 1);
+}
+
+static inline u64 *dum_exec_starts(const struct dum_corr *c, u32 exec)
+{
+	return &c->exec_start[(u64)exec * c->exec_nstarts];
+}
+
+#endif /* _DEEPUM_CORR_H */

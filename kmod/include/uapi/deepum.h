@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/*
+ * deepum: the one contract between deepum.ko, libdeepum (userlib) and pydeepum.
+ *
+ * Everything that crosses a boundary is defined here exactly once: ioctl
+ * argument structs, the trace file format, the records the prefetch core
+ * consumes, the commands it produces, its configuration and its counters.
+ * The kernel module, the LD_PRELOAD library and the Python package (cffi,
+ * API mode: the C compiler checks every layout) all compile against this file.
+ *
+ * Rules (Documentation/driver-api/ioctl.rst):
+ *  - only __u32 and __u64 fields, naturally aligned, no implicit padding;
+ *  - reserved fields must be zero on input (-EINVAL otherwise) and are zero
+ *    on output;
+ *  - structs only ever grow at the end; a field never changes meaning and a
+ *    command number is never reused.  The kernel copies min(user, kernel)
+ *    size and zero-fills the rest, so old binaries keep working.
+ *
+ * Addresses are process virtual addresses.  The prefetcher works on UM
+ * blocks: naturally aligned ranges of (1 << block_shift) bytes, 2 MiB by
+ * default, which is nvidia-uvm's uvm_va_block_t.
+ *
+ * Interface history:
+ *   1.0  API handshake, records, commands, config, stats, trace format v1.
+ */
+#ifndef _UAPI_DEEPUM_H
+#define _UAPI_DEEPUM_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define DEEPUM_API_MAJOR 1
+#define DEEPUM_API_MINOR 0
+/* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
+#define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
+
+#define DEEPUM_DEFAULT_BLOCK_SHIFT 21	/* 2 MiB, nvidia-uvm's VA block */
+
+/* An exec ID no launch carried: the fault's kernel is not known. */
+#define DEEPUM_EXEC_NONE 0xffffffffU
+
+/* ------------------------------------------------------------------------
+ * Records: what the prefetch core consumes, and what a trace file holds.
+ *
+ * One fixed-size layout for every type, so a trace is a flat array (numpy
+ * reads it as a structured array).  Field meaning per type:
+ *
+ *  type        ts  addr               len            exec_id     aux     flags
+ *  LAUNCH      ns  kernel name hash   0              ID to run   stream  0
+ *  FAULT       ns  faulting address   bytes moved*   ID running  access  DEEPUM_FAULT_F_*
+ *  ALLOC       ns  range start        range length   0           0       0
+ *  FREE        ns  range start        range length   0           0       0
+ *  ITERATION   ns  0                  0              0           index   DEEPUM_ITER_F_*
+ *
+ *  * 0 when the source does not know.  exec_id of a FAULT may be
+ *    DEEPUM_EXEC_NONE: the core then uses the exec ID of the last LAUNCH.
+ *  "access" is one of DEEPUM_ACCESS_* (what the GPU fault buffer reports).
+ * ------------------------------------------------------------------------ */
+#define DEEPUM_REC_LAUNCH	1	/* a kernel with this exec ID is about to run */
+#define DEEPUM_REC_FAULT	2	/* the GPU touched a non-resident UM block */
+#define DEEPUM_REC_ALLOC	3	/* a range became live (allocator gave it out) */
+#define DEEPUM_REC_FREE		4	/* a range is dead: invalidate, never write back */
+#define DEEPUM_REC_ITERATION	5	/* a training iteration begins (or the trace ends) */
+#define DEEPUM_REC_TYPE_MAX	5
+
+#define DEEPUM_ACCESS_READ	1
+#define DEEPUM_ACCESS_WRITE	2
+#define DEEPUM_ACCESS_ATOMIC	3
+#define DEEPUM_ACCESS_PREFETCH	4
+
+/* FAULT flags */
+#define DEEPUM_FAULT_F_FROM_TRANSFER	(1U << 0)	/* derived from a host-to-device transfer record */
+#define DEEPUM_FAULT_F_ALL		((1U << 1) - 1)
+
+/* ITERATION flags */
+#define DEEPUM_ITER_F_FLUSHED	(1U << 0)	/* all managed memory was moved to the host here */
+#define DEEPUM_ITER_F_END	(1U << 1)	/* closes the trace: no iteration follows */
+#define DEEPUM_ITER_F_ALL	((1U << 2) - 1)
+
+struct deepum_record {
+	__u64 ts;
+	__u64 addr;
+	__u64 len;
+	__u32 exec_id;
+	__u32 aux;
+	__u32 type;
+	__u32 flags;
+};
+
+/* ------------------------------------------------------------------------
+ * Commands: what the prefetch core asks its migration backend to do.
+ * ------------------------------------------------------------------------ */
+#define DEEPUM_CMD_PREFETCH	1	/* migrate the block to the GPU */
+#define DEEPUM_CMD_EVICT	2	/* migrate the block to the host (data is live) */
+#define DEEPUM_CMD_DISCARD	3	/* drop the block's GPU copy without write-back (data is dead) */
+
+/*
+ * DEEPUM_CMD_F_DEMAND marks an eviction the driver itself performs on the
+ * fault path when a fault finds no free GPU memory (least recently migrated
+ * first, as nvidia-uvm does).  The core reports it so that its residency
+ * model stays in step; backends do not execute it, replay counts it as the
+ * cost pre-eviction exists to avoid.
+ */
+#define DEEPUM_CMD_F_DEMAND	(1U << 0)
+
+struct deepum_cmd {
+	__u64 addr;		/* block start address */
+	__u32 exec_id;		/* PREFETCH: exec ID predicted to use the block */
+	__u32 op;		/* DEEPUM_CMD_* */
+	__u32 flags;		/* DEEPUM_CMD_F_* */
+	__u32 reserved;
+};
+
+/* ------------------------------------------------------------------------
+ * Configuration of one prefetch core instance (one per process).
+ *
+ * Every field has DEEPUM_CFG_<FIELD>_{MIN,MAX,DEFAULT}.  A zero field on
+ * input means "the default"; anything outside [MIN, MAX] is -EINVAL.
+ * Table memory is allocated once, at init, from these numbers.
+ * ------------------------------------------------------------------------ */
+struct deepum_config {
+	__u32 block_shift;		/* log2 of the UM block size */
+	__u32 corr_sets;		/* block correlation table: sets (power of two) */
+	__u32 corr_ways;		/* ... ways per set, replaced LRU */
+	__u32 corr_levels;		/* ... successor levels per entry (ULMT "replicated") */
+	__u32 corr_succs;		/* ... MRU successors per level */
+	__u32 exec_max;			/* exec IDs tracked: 0 .. exec_max - 1 */
+	__u32 exec_succs;		/* MRU successor exec IDs per exec ID */
+	__u32 exec_starts;		/* MRU start blocks per exec ID */
+	__u32 block_max;		/* UM blocks tracked by the residency model */
+	__u32 lookahead_kernels;	/* predicted kernels in the prefetch window */
+	__u32 lookahead_blocks;		/* predicted blocks in the prefetch window */
+	__u32 walk_max;			/* table entries one walk may visit (bounded work) */
+	__u32 evict_scan;		/* LRM entries one victim search may inspect */
+	__u32 watermark_blocks;		/* pre-evict to keep this many blocks free */
+	__u32 flags;			/* DEEPUM_CFG_F_* */
+	__u32 reserved0;
+	__u64 capacity_blocks;		/* GPU memory for UM, in blocks; 0: unlimited */
+	__u64 reserved[4];
+};
+
+#define DEEPUM_CFG_F_NO_PREFETCH	(1U << 0)	/* model residency only: the demand-paging baseline */
+#define DEEPUM_CFG_F_NO_PREEVICT	(1U << 1)	/* prefetch, but leave eviction to the fault path */
+#define DEEPUM_CFG_F_ALL		((1U << 2) - 1)
+
+#define DEEPUM_CFG_BLOCK_SHIFT_MIN		16
+#define DEEPUM_CFG_BLOCK_SHIFT_MAX		30
+#define DEEPUM_CFG_BLOCK_SHIFT_DEFAULT		DEEPUM_DEFAULT_BLOCK_SHIFT
+#define DEEPUM_CFG_CORR_SETS_MIN		16
+#define DEEPUM_CFG_CORR_SETS_MAX		(1U << 22)
+#define DEEPUM_CFG_CORR_SETS_DEFAULT		(1U << 13)
+#define DEEPUM_CFG_CORR_WAYS_MIN		1
+#define DEEPUM_CFG_CORR_WAYS_MAX		16
+#define DEEPUM_CFG_CORR_WAYS_DEFAULT		4
+#define DEEPUM_CFG_CORR_LEVELS_MIN		1
+#define DEEPUM_CFG_CORR_LEVELS_MAX		4
+#define DEEPUM_CFG_CORR_LEVELS_DEFAULT		3
+#define DEEPUM_CFG_CORR_SUCCS_MIN		1
+#define DEEPUM_CFG_CORR_SUCCS_MAX		8
+#define DEEPUM_CFG_CORR_SUCCS_DEFAULT		4
+#define DEEPUM_CFG_EXEC_MAX_MIN			16
+#define DEEPUM_CFG_EXEC_MAX_MAX			(1U << 22)
+#define DEEPUM_CFG_EXEC_MAX_DEFAULT		(1U << 15)
+#define DEEPUM_CFG_EXEC_SUCCS_MIN		1
+#define DEEPUM_CFG_EXEC_SUCCS_MAX		8
+#define DEEPUM_CFG_EXEC_SUCCS_DEFAULT		2
+#define DEEPUM_CFG_EXEC_STARTS_MIN		1
+#define DEEPUM_CFG_EXEC_STARTS_MAX		8
+#define DEEPUM_CFG_EXEC_STARTS_DEFAULT		4
+#define DEEPUM_CFG_BLOCK_MAX_MIN		64
+#define DEEPUM_CFG_BLOCK_MAX_MAX		(1U << 26)
+#define DEEPUM_CFG_BLOCK_MAX_DEFAULT		(1U << 18)
+#define DEEPUM_CFG_LOOKAHEAD_KERNELS_MIN	1
+#define DEEPUM_CFG_LOOKAHEAD_KERNELS_MAX	65536
+#define DEEPUM_CFG_LOOKAHEAD_KERNELS_DEFAULT	512
+#define DEEPUM_CFG_LOOKAHEAD_BLOCKS_MIN		1
+#define DEEPUM_CFG_LOOKAHEAD_BLOCKS_MAX		(1U << 20)
+#define DEEPUM_CFG_LOOKAHEAD_BLOCKS_DEFAULT	1024
+#define DEEPUM_CFG_WALK_MAX_MIN			1
+#define DEEPUM_CFG_WALK_MAX_MAX			(1U << 20)
+#define DEEPUM_CFG_WALK_MAX_DEFAULT		8192
+#define DEEPUM_CFG_EVICT_SCAN_MIN		1
+#define DEEPUM_CFG_EVICT_SCAN_MAX		65536
+#define DEEPUM_CFG_EVICT_SCAN_DEFAULT		64
+#define DEEPUM_CFG_WATERMARK_BLOCKS_MIN		1
+#define DEEPUM_CFG_WATERMARK_BLOCKS_MAX		(1U << 20)
+#define DEEPUM_CFG_WATERMARK_BLOCKS_DEFAULT	8
+#define DEEPUM_CFG_CAPACITY_BLOCKS_MAX		(1ULL << 40)
+
+/* ------------------------------------------------------------------------
+ * Counters of one core instance.  All monotonic, all in units named.
+ * ------------------------------------------------------------------------ */
+struct deepum_stats {
+	__u64 records;			/* records consumed */
+	__u64 launches;			/* LAUNCH records */
+	__u64 faults;			/* FAULT records */
+	__u64 faults_resident;		/* ... on a block the model had resident (late or partial) */
+	__u64 prefetches;		/* PREFETCH commands emitted */
+	__u64 prefetch_bytes;
+	__u64 evictions;		/* EVICT commands emitted by pre-eviction */
+	__u64 demand_evictions;		/* evictions the fault path had to do (DEEPUM_CMD_F_DEMAND) */
+	__u64 discards;			/* DISCARD commands emitted */
+	__u64 invalidated_bytes;	/* bytes of FREE ranges, in whole blocks */
+	__u64 skipped_invalid;		/* predicted blocks not prefetched because they are dead */
+	__u64 window_resets;		/* launches the exec-ID table did not predict */
+	__u64 exec_stand_ins;		/* unknown exec IDs predicted as the one expected there */
+	__u64 walks;			/* block-table walks */
+	__u64 walk_entries;		/* table entries those walks visited */
+	__u64 walk_truncated;		/* walks stopped by walk_max or the command buffer */
+	__u64 window_full;		/* window extensions stopped for lack of GPU memory */
+	__u64 corr_inserts;		/* block-table entries allocated */
+	__u64 corr_replacements;	/* ... of which replaced a valid entry (LRU) */
+	__u64 exec_ignored;		/* records with exec ID >= exec_max */
+	__u64 blocks_untracked;		/* blocks the residency model had no room for */
+	__u64 resident_blocks;		/* gauge: blocks the model holds resident now */
+	__u64 core_ns;			/* time spent in the core, measured by its caller */
+	__u64 reserved[5];
+};
+
+/* ------------------------------------------------------------------------
+ * Trace files (".dut"): a header, record_count struct deepum_record, then
+ * meta_len bytes of UTF-8 JSON (provenance, exec ID -> kernel name, ...).
+ * Little-endian.  Readers reject a magic, version, header_size or
+ * record_size they do not know, and files shorter than the header claims.
+ * ------------------------------------------------------------------------ */
+#define DEEPUM_TRACE_MAGIC	0x31545544U	/* "DUT1" read as little-endian bytes */
+#define DEEPUM_TRACE_VERSION	1
+
+#define DEEPUM_TRACE_F_ACCESS_SET	(1U << 0)	/* memory moved to the host at every iteration */
+#define DEEPUM_TRACE_F_SYNTHETIC	(1U << 1)	/* generated, not captured on a GPU */
+#define DEEPUM_TRACE_F_ALL		((1U << 2) - 1)
+
+struct deepum_trace_header {
+	__u32 magic;
+	__u32 version;
+	__u32 header_size;	/* sizeof(struct deepum_trace_header) */
+	__u32 record_size;	/* sizeof(struct deepum_record) */
+	__u64 record_count;
+	__u32 block_shift;	/* UM block size the trace was taken with */
+	__u32 flags;		/* DEEPUM_TRACE_F_* */
+	__u64 meta_len;		/* bytes of JSON after the records */
+	__u64 reserved[3];
+};
+
+/* ------------------------------------------------------------------------
+ * /dev/deepum ioctls.  Magic 0xDE is not in ioctl-number.rst's table.
+ * ------------------------------------------------------------------------ */
+#define DEEPUM_IOC_MAGIC 0xDE
+
+/**
+ * DEEPUM_IOC_API - handshake; must precede every other ioctl on a file.
+ * @api:      (in) DEEPUM_API_VERSION the caller was built with;
+ *            (out) the version the module speaks.
+ * @flags:    (in) zero.
+ * @features: (in) DEEPUM_FEATURE_* the caller needs; (out) all supported.
+ * @ioctls:   (out) bit n set: ioctl number n is available.
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for an unknown major version, non-zero @flags or
+ * reserved fields, or a requested feature the module lacks; -EFAULT for a
+ * bad pointer.
+ */
+struct deepum_api {
+	__u32 api;
+	__u32 flags;
+	__u64 features;
+	__u64 ioctls;
+	__u64 reserved[4];
+};
+
+#define DEEPUM_FEATURE_PREFETCH		(1ULL << 0)	/* correlation prefetcher */
+#define DEEPUM_FEATURE_PREEVICT		(1ULL << 1)	/* pre-eviction */
+#define DEEPUM_FEATURE_INVALIDATE	(1ULL << 2)	/* dead-range invalidation */
+
+#define DEEPUM_IOC_NR_API 0x00
+#define DEEPUM_IOC_API _IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_API, struct deepum_api)
+
+#endif /* _UAPI_DEEPUM_H */

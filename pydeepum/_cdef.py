@@ -1,0 +1,56 @@
+"""Turn deepum's C headers into cffi declarations.
+
+Nothing is restated by hand: the struct definitions, prototypes and the names
+of the DEEPUM_* / DUM_REPLAY_* integer macros are lifted from the headers
+themselves, and cffi's API mode then has the C compiler check every field
+offset and size against the real headers and fill in every macro's value.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UAPI_DIR = ROOT / "kmod" / "include" / "uapi"
+CORE_DIR = ROOT / "kmod" / "core"
+NATIVE_DIR = ROOT / "pydeepum" / "_native_src"
+
+HEADERS = (UAPI_DIR / "deepum.h", CORE_DIR / "core.h", NATIVE_DIR / "replay.h")
+
+# The fixed-width names as linux/types.h (x86-64, arm64) and port.h define them.
+PRELUDE = """
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef __u32 u32;
+typedef __u64 u64;
+"""
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_DEFINE = re.compile(r"^\s*#\s*define\s+((?:DEEPUM|DUM_REPLAY)_[A-Z0-9_]+)\s+(\S.*)$")
+
+
+def _declarations(text: str) -> tuple[list[str], str]:
+    text = _COMMENT.sub("", text)
+    macros = []
+    body = []
+    for line in text.splitlines():
+        m = _DEFINE.match(line)
+        if m:
+            # Function-like macros and bare names (include guards) have no value.
+            if not m.group(1).endswith("_H") and "(" not in line.split(m.group(1))[1][:1]:
+                macros.append(m.group(1))
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        body.append(line)
+    return macros, "\n".join(body)
+
+
+def cdef() -> str:
+    parts = [PRELUDE]
+    for header in HEADERS:
+        macros, body = _declarations(header.read_text())
+        parts.append(body)
+        parts.extend(f"#define {name} ..." for name in macros)
+    return "\n".join(parts)

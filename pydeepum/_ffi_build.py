@@ -1,0 +1,33 @@
+"""cffi build script for pydeepum._native: the prefetch core and the replay
+engine, compiled from the same C sources as the kernel module and libdeepum."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cffi import FFI
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cdef import CORE_DIR, NATIVE_DIR, ROOT, UAPI_DIR, cdef  # noqa: E402
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef())
+
+
+def _rel(path: Path) -> str:
+    # setuptools wants sources relative to the project root.
+    return str(path.relative_to(ROOT))
+
+
+ffibuilder.set_source(
+    "pydeepum._native",
+    '#include "replay.h"\nextern long dum_port_fail_allocs_after;\n',
+    sources=[_rel(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_rel(NATIVE_DIR / "replay.c")],
+    include_dirs=[_rel(NATIVE_DIR), _rel(CORE_DIR), _rel(UAPI_DIR)],
+    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
+)
+ffibuilder.cdef("extern long dum_port_fail_allocs_after;")
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=False)

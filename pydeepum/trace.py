@@ -1,0 +1,197 @@
+"""deepum trace files (.dut): read, write, inspect.
+
+Layout (docs/TRACE_FORMAT.md): struct deepum_trace_header, record_count
+struct deepum_record, then meta_len bytes of UTF-8 JSON.  Little-endian.
+A file may be gzip-compressed as a whole (.dut.gz).  The numpy dtypes come
+from the compiled UAPI header.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ._lowlevel import constant, ffi, lib, struct_dtype
+from .errors import TraceFormatError
+
+RECORD_DTYPE = struct_dtype("deepum_record")
+HEADER_DTYPE = struct_dtype("deepum_trace_header")
+
+LAUNCH = constant("DEEPUM_REC_LAUNCH")
+FAULT = constant("DEEPUM_REC_FAULT")
+ALLOC = constant("DEEPUM_REC_ALLOC")
+FREE = constant("DEEPUM_REC_FREE")
+ITERATION = constant("DEEPUM_REC_ITERATION")
+RECORD_TYPES = {LAUNCH: "launch", FAULT: "fault", ALLOC: "alloc", FREE: "free", ITERATION: "iteration"}
+
+EXEC_NONE = constant("DEEPUM_EXEC_NONE")
+ITER_FLUSHED = constant("DEEPUM_ITER_F_FLUSHED")
+ITER_END = constant("DEEPUM_ITER_F_END")
+TRACE_ACCESS_SET = constant("DEEPUM_TRACE_F_ACCESS_SET")
+TRACE_SYNTHETIC = constant("DEEPUM_TRACE_F_SYNTHETIC")
+
+_MAGIC = constant("DEEPUM_TRACE_MAGIC")
+_VERSION = constant("DEEPUM_TRACE_VERSION")
+_GZIP_MAGIC = b"\x1f\x8b"
+# Metadata is descriptive; a claim beyond this is a corrupt header, not a big trace.
+_META_MAX = 256 << 20
+
+
+def name_hash(name: str) -> int:
+    """The kernel-name hash LAUNCH records carry (the core's deepum_hash_bytes,
+    which libdeepum uses too)."""
+    data = name.encode()
+    return int(lib.deepum_hash_bytes(lib.DEEPUM_HASH_INIT, ffi.from_buffer(data), len(data)))
+
+
+def empty_records(n: int) -> np.ndarray:
+    return np.zeros(n, dtype=RECORD_DTYPE)
+
+
+@dataclass
+class Trace:
+    """A trace in memory: records plus the header fields that describe them."""
+
+    records: np.ndarray
+    block_shift: int = constant("DEEPUM_DEFAULT_BLOCK_SHIFT")
+    flags: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.records.dtype != RECORD_DTYPE:
+            raise TypeError("records must have pydeepum.trace.RECORD_DTYPE")
+
+    @property
+    def block_size(self) -> int:
+        return 1 << self.block_shift
+
+    @property
+    def access_set(self) -> bool:
+        return bool(self.flags & TRACE_ACCESS_SET)
+
+    def counts(self) -> dict[str, int]:
+        kinds, n = np.unique(self.records["type"], return_counts=True)
+        out = {name: 0 for name in RECORD_TYPES.values()}
+        for k, c in zip(kinds.tolist(), n.tolist()):
+            out[RECORD_TYPES.get(k, f"type{k}")] = c
+        return out
+
+    def iteration_bounds(self) -> list[tuple[int, int, int]]:
+        """(iteration index, first record, end record) of each iteration:
+        from an ITERATION record up to the next one."""
+        marks = np.flatnonzero(self.records["type"] == ITERATION)
+        bounds = []
+        for i, start in enumerate(marks):
+            rec = self.records[start]
+            if rec["flags"] & ITER_END:
+                continue
+            end = marks[i + 1] if i + 1 < len(marks) else len(self.records)
+            bounds.append((int(rec["aux"]), int(start), int(end)))
+        return bounds
+
+    def fault_blocks(self) -> np.ndarray:
+        """Block number of every FAULT record, in order."""
+        faults = self.records[self.records["type"] == FAULT]
+        return faults["addr"] >> np.uint64(self.block_shift)
+
+    # ---- files -----------------------------------------------------------
+
+    def write(self, path: str | Path) -> None:
+        """Write atomically; gzip when the name ends in .gz."""
+        path = Path(path)
+        meta = json.dumps(self.meta, sort_keys=True, indent=1).encode()
+        header = np.zeros(1, dtype=HEADER_DTYPE)
+        header["magic"] = _MAGIC
+        header["version"] = _VERSION
+        header["header_size"] = HEADER_DTYPE.itemsize
+        header["record_size"] = RECORD_DTYPE.itemsize
+        header["record_count"] = len(self.records)
+        header["block_shift"] = self.block_shift
+        header["flags"] = self.flags
+        header["meta_len"] = len(meta)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as raw:
+            # mtime=0: the same trace always compresses to the same bytes.
+            f = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+            f.write(header.tobytes())
+            f.write(np.ascontiguousarray(self.records).tobytes())
+            f.write(meta)
+            if f is not raw:
+                f.close()
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Trace":
+        path = Path(path)
+        try:
+            with open(path, "rb") as raw:
+                magic = raw.read(2)
+                raw.seek(0)
+                if magic == _GZIP_MAGIC:
+                    with gzip.open(raw) as f:
+                        return cls._parse(f, str(path))
+                return cls._parse(raw, str(path))
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            if isinstance(e, FileNotFoundError | IsADirectoryError | PermissionError):
+                raise TraceFormatError(f"{path}: {e.strerror}") from None
+            raise TraceFormatError(f"{path}: unreadable: {e}") from None
+
+    @classmethod
+    def _parse(cls, f: BinaryIO, name: str) -> "Trace":
+        head = f.read(HEADER_DTYPE.itemsize)
+        if len(head) < 8:
+            raise TraceFormatError(f"{name}: too short to be a deepum trace")
+        fixed = np.frombuffer(head[:8], dtype="<u4")
+        if int(fixed[0]) != _MAGIC:
+            raise TraceFormatError(f"{name}: not a deepum trace (bad magic 0x{int(fixed[0]):08x})")
+        if int(fixed[1]) != _VERSION:
+            raise TraceFormatError(
+                f"{name}: trace format version {int(fixed[1])}; this deepum reads version {_VERSION}"
+            )
+        if len(head) < HEADER_DTYPE.itemsize:
+            raise TraceFormatError(f"{name}: truncated header")
+        h = np.frombuffer(head, dtype=HEADER_DTYPE)[0]
+        if int(h["header_size"]) != HEADER_DTYPE.itemsize or int(h["record_size"]) != RECORD_DTYPE.itemsize:
+            raise TraceFormatError(
+                f"{name}: header/record size {int(h['header_size'])}/{int(h['record_size'])},"
+                f" expected {HEADER_DTYPE.itemsize}/{RECORD_DTYPE.itemsize}"
+            )
+        shift = int(h["block_shift"])
+        lo, hi = constant("DEEPUM_CFG_BLOCK_SHIFT_MIN"), constant("DEEPUM_CFG_BLOCK_SHIFT_MAX")
+        if not lo <= shift <= hi:
+            raise TraceFormatError(f"{name}: block size 2^{shift} is outside 2^{lo}..2^{hi}")
+        if int(h["flags"]) & ~constant("DEEPUM_TRACE_F_ALL") or h["reserved"].any():
+            raise TraceFormatError(f"{name}: unknown header flags or non-zero reserved fields")
+        count, meta_len = int(h["record_count"]), int(h["meta_len"])
+        if meta_len > _META_MAX:
+            raise TraceFormatError(f"{name}: metadata length {meta_len} is implausible")
+        # Read in bounded chunks: a corrupt count must not allocate the world.
+        want = count * RECORD_DTYPE.itemsize
+        buf = io.BytesIO()
+        while buf.tell() < want:
+            chunk = f.read(min(want - buf.tell(), 64 << 20))
+            if not chunk:
+                raise TraceFormatError(
+                    f"{name}: header says {count} records, file holds"
+                    f" {buf.tell() // RECORD_DTYPE.itemsize}"
+                )
+            buf.write(chunk)
+        records = np.frombuffer(buf.getbuffer(), dtype=RECORD_DTYPE).copy()
+        meta_raw = f.read(meta_len)
+        if len(meta_raw) != meta_len:
+            raise TraceFormatError(f"{name}: truncated metadata")
+        if f.read(1):
+            raise TraceFormatError(f"{name}: trailing bytes after the metadata")
+        try:
+            meta = json.loads(meta_raw) if meta_len else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise TraceFormatError(f"{name}: metadata is not JSON: {e}") from None
+        if not isinstance(meta, dict):
+            raise TraceFormatError(f"{name}: metadata is not a JSON object")
+        return cls(records=records, block_shift=shift, flags=int(h["flags"]), meta=meta)
