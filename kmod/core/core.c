@@ -62,8 +62,10 @@ struct deepum_core {
 	bool in_sync;		/* the window predicted the last launch */
 	u32 prev_exec;		/* exec slot whose successor the next launch is */
 
-	/* The running execution's latest faults, most recent first. */
+	/* The running execution's latest faults, most recent first: their
+	 * blocks and the table ways that held them when they were learned. */
 	u64 *hist;
+	u32 *hist_way;
 	u32 hist_len;
 	u32 hist_exec;
 
@@ -137,7 +139,8 @@ u64 deepum_core_mem_bytes(const struct deepum_config *cfg)
 	return sizeof(struct deepum_core) + dum_corr_mem_bytes(cfg) +
 	       dum_residency_mem_bytes(cfg->block_max) +
 	       (u64)cfg->lookahead_kernels * sizeof(struct dum_window_slot) +
-	       (u64)cfg->corr_levels * sizeof(u64) + (u64)cfg->walk_max * sizeof(u32);
+	       (u64)cfg->corr_levels * (sizeof(u64) + sizeof(u32)) +
+	       (u64)cfg->walk_max * sizeof(u32);
 }
 
 int deepum_core_create(const struct deepum_config *cfg, struct deepum_core **ret)
@@ -162,8 +165,9 @@ int deepum_core_create(const struct deepum_config *cfg, struct deepum_core **ret
 	err = -ENOMEM;
 	core->window = dum_calloc(core->cfg.lookahead_kernels, sizeof(*core->window));
 	core->hist = dum_calloc(core->cfg.corr_levels, sizeof(*core->hist));
+	core->hist_way = dum_calloc(core->cfg.corr_levels, sizeof(*core->hist_way));
 	core->walk_queue = dum_calloc(core->cfg.walk_max, sizeof(*core->walk_queue));
-	if (!core->window || !core->hist || !core->walk_queue)
+	if (!core->window || !core->hist || !core->hist_way || !core->walk_queue)
 		goto out_free_arrays;
 
 	core->cur_exec = core->cfg.exec_max;	/* faults before any launch */
@@ -175,6 +179,7 @@ int deepum_core_create(const struct deepum_config *cfg, struct deepum_core **ret
 out_free_arrays:
 	dum_free(core->window);
 	dum_free(core->hist);
+	dum_free(core->hist_way);
 	dum_free(core->walk_queue);
 	dum_corr_destroy(&core->corr);
 out_destroy_residency:
@@ -190,6 +195,7 @@ void deepum_core_destroy(struct deepum_core *core)
 		return;
 	dum_free(core->window);
 	dum_free(core->hist);
+	dum_free(core->hist_way);
 	dum_free(core->walk_queue);
 	dum_corr_destroy(&core->corr);
 	dum_residency_destroy(&core->res);
@@ -375,23 +381,28 @@ static u32 exec_id_of(const struct deepum_core *core, u32 exec)
 	return exec == core->cfg.exec_max ? DEEPUM_EXEC_NONE : exec;
 }
 
-/*
- * Queue (@exec, @blk)'s table entry for expansion.  False if this walk has
- * already seen it: then @blk has been predicted too.
- */
-static bool walk_enqueue(struct deepum_core *core, u32 exec, u64 blk, u32 gen, u32 *tail)
+enum dum_enqueue {
+	DUM_ENQUEUE_QUEUED,
+	DUM_ENQUEUE_SEEN,	/* this walk queued it before: its block is predicted */
+	DUM_ENQUEUE_NO_ENTRY,	/* the block has no entry of its own to follow */
+};
+
+/* Queue (@exec, @blk)'s table entry for expansion in walk generation @gen;
+ * @hint is where the entry was last seen. */
+static enum dum_enqueue walk_enqueue(struct deepum_core *core, u32 exec, u64 blk, u32 *hint,
+				     u32 gen, u32 *tail)
 {
 	struct dum_corr *c = &core->corr;
-	u32 way = dum_corr_find(c, exec, blk);
+	u32 way = dum_corr_find_hinted(c, exec, blk, hint);
 
 	if (way == DUM_NIL)
-		return true;
+		return DUM_ENQUEUE_NO_ENTRY;
 	if (c->ways[way].walk_mark == gen)
-		return false;
+		return DUM_ENQUEUE_SEEN;
 	c->ways[way].walk_mark = gen;
 	if (*tail < core->cfg.walk_max)
 		core->walk_queue[(*tail)++] = way;
-	return true;
+	return DUM_ENQUEUE_QUEUED;
 }
 
 /* Start a walk generation: entries marked with it count as expanded. */
@@ -434,11 +445,11 @@ static void adopt_entry(struct dum_corr *c, u32 heir, u32 way)
 	u64 blk = c->ways[way].blk;
 	u32 copy;
 
-	dum_corr_get(c, heir, blk);
-	copy = dum_corr_find(c, heir, blk);
+	dum_corr_get(c, heir, blk, &copy);
 	if (copy != way)
 		memcpy(dum_corr_successors(c, copy, 0), dum_corr_successors(c, way, 0),
 		       (u64)c->levels * c->succs * sizeof(u64));
+	/* The hints point at @way's exec's entries: they will miss and heal. */
 }
 
 /*
@@ -460,16 +471,21 @@ static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
 	u64 end = c->exec_end[exec];
 	u32 head = 0, tail = 0;
 	u32 i, level;
+	bool broken;
 
 	core->stats.walks++;
 
 	if (from) {
-		walk_enqueue(core, exec, from, gen, &tail);
+		u32 hint = DUM_NIL;
+
+		walk_enqueue(core, exec, from, &hint, gen, &tail);
 	} else {
 		const u64 *starts = dum_exec_starts(c, exec);
 
 		for (i = 0; i < c->exec_nstarts && starts[i]; i++) {
-			if (walk_enqueue(core, exec, starts[i], gen, &tail) &&
+			u32 hint = DUM_NIL;
+
+			if (walk_enqueue(core, exec, starts[i], &hint, gen, &tail) != DUM_ENQUEUE_SEEN &&
 			    !walk_predict(core, starts[i], exec_id, seq, added))
 				return false;
 		}
@@ -489,12 +505,18 @@ static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
 			adopt_entry(c, heir, way);
 		if (c->ways[way].blk == end && c->ways[way].blk != from)
 			continue;
-		for (level = 0; level < c->levels; level++) {
+		/* Deeper levels bridge links that broke: a successor whose
+		 * entry was replaced, or a fault order never seen before. */
+		for (level = 0, broken = true; level < c->levels && broken; level++) {
 			const u64 *succ = dum_corr_successors(c, way, level);
+			u32 *hints = dum_corr_successor_ways(c, way, level);
 
+			broken = !succ[0];
 			for (i = 0; i < c->succs && succ[i]; i++) {
-				if (walk_enqueue(core, exec, succ[i], gen, &tail) &&
-				    !walk_predict(core, succ[i], exec_id, seq, added))
+				enum dum_enqueue q = walk_enqueue(core, exec, succ[i], &hints[i], gen, &tail);
+
+				broken |= q == DUM_ENQUEUE_NO_ENTRY;
+				if (q != DUM_ENQUEUE_SEEN && !walk_predict(core, succ[i], exec_id, seq, added))
 					return false;
 			}
 		}
@@ -608,8 +630,8 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		u32 gen = walk_begin(core);
 
 		core->stats.exec_stand_ins++;
-		dum_mru_insert(dum_exec_starts(&core->corr, exec), core->corr.exec_nstarts,
-			       dum_exec_starts(&core->corr, head->exec)[0]);
+		dum_mru_insert(dum_exec_starts(&core->corr, exec), NULL, core->corr.exec_nstarts,
+			       dum_exec_starts(&core->corr, head->exec)[0], 0);
 		core->corr.exec_end[exec] = core->corr.exec_end[head->exec];
 		walk(core, head->exec, 0, core->launch_clock, gen, exec, &added);
 		window_pop(core);
@@ -640,7 +662,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 static void learn(struct deepum_core *core, u32 exec, u64 blk)
 {
 	struct dum_corr *c = &core->corr;
-	u32 level, n;
+	u32 level, n, way;
 
 	if (core->hist_exec != exec) {
 		core->hist_exec = exec;
@@ -649,10 +671,10 @@ static void learn(struct deepum_core *core, u32 exec, u64 blk)
 	if (core->hist_len && core->hist[0] == blk)
 		return;	/* the same block again: no self-successor */
 	if (!core->hist_len)
-		dum_mru_insert(dum_exec_starts(c, exec), c->exec_nstarts, blk);
+		dum_mru_insert(dum_exec_starts(c, exec), NULL, c->exec_nstarts, blk, 0);
 	c->exec_end[exec] = blk;
 
-	switch (dum_corr_get(c, exec, blk)) {
+	switch (dum_corr_get(c, exec, blk, &way)) {
 	case DUM_CORR_REPLACED:
 		core->stats.corr_replacements++;
 		fallthrough;
@@ -665,14 +687,20 @@ static void learn(struct deepum_core *core, u32 exec, u64 blk)
 
 	n = core->hist_len < c->levels ? core->hist_len : c->levels;
 	for (level = 0; level < n; level++) {
-		u32 way = dum_corr_find(c, exec, core->hist[level]);
+		u32 prev = core->hist_way[level];
 
-		if (way != DUM_NIL && core->hist[level] != blk)
-			dum_mru_insert(dum_corr_successors(c, way, level), c->succs, blk);
+		/* The way may have been given to another entry since. */
+		if (c->ways[prev].blk == core->hist[level] && c->ways[prev].exec == exec &&
+		    c->ways[prev].stamp && core->hist[level] != blk)
+			dum_mru_insert(dum_corr_successors(c, prev, level),
+				       dum_corr_successor_ways(c, prev, level), c->succs, blk, way);
 	}
-	for (level = n < c->levels ? n : c->levels - 1; level > 0; level--)
+	for (level = n < c->levels ? n : c->levels - 1; level > 0; level--) {
 		core->hist[level] = core->hist[level - 1];
+		core->hist_way[level] = core->hist_way[level - 1];
+	}
 	core->hist[0] = blk;
+	core->hist_way[0] = way;
 	if (core->hist_len < c->levels)
 		core->hist_len++;
 }

@@ -12,7 +12,7 @@ u64 dum_corr_mem_bytes(const struct deepum_config *cfg)
 	u64 execs = (u64)cfg->exec_max + 1;
 
 	return ways * sizeof(struct dum_corr_way) +
-	       ways * cfg->corr_levels * cfg->corr_succs * sizeof(u64) +
+	       ways * cfg->corr_levels * cfg->corr_succs * (sizeof(u64) + sizeof(u32)) +
 	       execs * (cfg->exec_succs * sizeof(u64) +
 			cfg->exec_starts * sizeof(u64) + sizeof(u64));
 }
@@ -33,10 +33,11 @@ int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg)
 
 	c->ways = dum_calloc(ways, sizeof(*c->ways));
 	c->succ = dum_calloc(ways * c->levels * c->succs, sizeof(*c->succ));
+	c->succ_way = dum_calloc(ways * c->levels * c->succs, sizeof(*c->succ_way));
 	c->exec_next = dum_calloc((u64)c->exec_slots * c->exec_nsuccs, sizeof(*c->exec_next));
 	c->exec_start = dum_calloc((u64)c->exec_slots * c->exec_nstarts, sizeof(*c->exec_start));
 	c->exec_end = dum_calloc(c->exec_slots, sizeof(*c->exec_end));
-	if (!c->ways || !c->succ || !c->exec_next || !c->exec_start || !c->exec_end) {
+	if (!c->ways || !c->succ || !c->succ_way || !c->exec_next || !c->exec_start || !c->exec_end) {
 		dum_corr_destroy(c);
 		return -ENOMEM;
 	}
@@ -47,6 +48,7 @@ void dum_corr_destroy(struct dum_corr *c)
 {
 	dum_free(c->ways);
 	dum_free(c->succ);
+	dum_free(c->succ_way);
 	dum_free(c->exec_next);
 	dum_free(c->exec_start);
 	dum_free(c->exec_end);
@@ -75,7 +77,7 @@ void dum_corr_use(struct dum_corr *c, u32 way)
 	c->ways[way].stamp = c->clock;
 }
 
-enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk)
+enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk, u32 *ret)
 {
 	u32 first = set_of(c, exec, blk) * c->nways;
 	u32 victim = first;
@@ -87,6 +89,7 @@ enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk)
 
 		if (way->stamp && way->blk == blk && way->exec == exec) {
 			dum_corr_use(c, w);
+			*ret = w;
 			return DUM_CORR_FOUND;
 		}
 		if (!way->stamp) {
@@ -103,5 +106,6 @@ enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk)
 	c->ways[victim].walk_mark = 0;
 	memset(dum_corr_successors(c, victim, 0), 0, (u64)c->levels * c->succs * sizeof(u64));
 	dum_corr_use(c, victim);
+	*ret = victim;
 	return replaced ? DUM_CORR_REPLACED : DUM_CORR_INSERTED;
 }

@@ -37,6 +37,7 @@ struct dum_corr_way {
 struct dum_corr {
 	struct dum_corr_way *ways;	/* sets * nways */
 	u64 *succ;			/* per way: levels * succs block numbers */
+	u32 *succ_way;			/* ... and the way each one's entry was last at */
 	u32 set_shift;
 	u32 nentries;			/* sets * nways */
 	u32 nways;
@@ -65,14 +66,33 @@ enum dum_corr_get {
 	DUM_CORR_REPLACED,	/* over the set's least recently used entry */
 };
 
-/* Make sure (@exec, @blk) has a way, and mark it used. */
-enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk);
+/* Make sure (@exec, @blk) has a way, put in *@way, and mark it used. */
+enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk, u32 *way);
 /* Mark a way used now (LRU). */
 void dum_corr_use(struct dum_corr *c, u32 way);
 
 static inline u64 *dum_corr_successors(const struct dum_corr *c, u32 way, u32 level)
 {
 	return &c->succ[((u64)way * c->levels + level) * c->succs];
+}
+
+/* Where the successors' own entries were last seen: hints, checked before use. */
+static inline u32 *dum_corr_successor_ways(const struct dum_corr *c, u32 way, u32 level)
+{
+	return &c->succ_way[((u64)way * c->levels + level) * c->succs];
+}
+
+/* Way of (@exec, @blk), trying @hint first; the hint is refreshed. */
+static inline u32 dum_corr_find_hinted(const struct dum_corr *c, u32 exec, u64 blk, u32 *hint)
+{
+	if (*hint < c->nentries) {
+		const struct dum_corr_way *w = &c->ways[*hint];
+
+		if (w->blk == blk && w->exec == exec && w->stamp)
+			return *hint;
+	}
+	*hint = dum_corr_find(c, exec, blk);
+	return *hint;
 }
 
 static inline u64 *dum_exec_successors(const struct dum_corr *c, u32 exec)
@@ -82,7 +102,7 @@ static inline u64 *dum_exec_successors(const struct dum_corr *c, u32 exec)
 
 static inline void dum_exec_add_successor(struct dum_corr *c, u32 exec, u32 next)
 {
-	dum_mru_insert(dum_exec_successors(c, exec), c->exec_nsuccs, (u64)next + 1);
+	dum_mru_insert(dum_exec_successors(c, exec), NULL, c->exec_nsuccs, (u64)next + 1, 0);
 }
 
 /* The exec ID expected after @exec, or DEEPUM_EXEC_NONE. */

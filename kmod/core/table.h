@@ -31,17 +31,23 @@ static inline u32 dum_log2_ceil(u64 n)
 
 /*
  * Put @val first in the @n-entry most-recently-used list @list, moving it up
- * if present, otherwise dropping the last entry.
+ * if present, otherwise dropping the last entry.  @tags, if not NULL, is a
+ * parallel array that moves along; @tag becomes @val's.
  */
-static inline void dum_mru_insert(u64 *list, u32 n, u64 val)
+static inline void dum_mru_insert(u64 *list, u32 *tags, u32 n, u64 val, u32 tag)
 {
 	u32 i;
 
 	for (i = 0; i < n - 1 && list[i] != val; i++)
 		;
-	for (; i > 0; i--)
+	for (; i > 0; i--) {
 		list[i] = list[i - 1];
+		if (tags)
+			tags[i] = tags[i - 1];
+	}
 	list[0] = val;
+	if (tags)
+		tags[0] = tag;
 }
 
 #endif /* _DEEPUM_TABLE_H */

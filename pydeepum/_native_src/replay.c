@@ -323,3 +323,34 @@ void dum_replay_stats(const struct dum_replay *r, struct deepum_stats *ret)
 {
 	deepum_core_get_stats(r->core, ret);
 }
+
+int dum_bench_core(const struct deepum_config *cfg, const struct deepum_record *recs, __u64 n,
+		   __u32 feedback, __u64 *ns, struct deepum_stats *stats)
+{
+	struct deepum_core *core;
+	struct deepum_cmd *cmds;
+	__u32 max_cmds, ncmds;
+	__u64 i, t0;
+	int err = deepum_core_create(cfg, &core);
+
+	if (err)
+		return err;
+	max_cmds = deepum_core_max_cmds(core);
+	cmds = calloc(max_cmds, sizeof(*cmds));
+	if (!cmds) {
+		deepum_core_destroy(core);
+		return -ENOMEM;
+	}
+	t0 = now_ns();
+	for (i = 0; i < n && !err; i++) {
+		if (feedback == DUM_REPLAY_FEEDBACK_FAULTS && recs[i].type == DEEPUM_REC_FAULT &&
+		    deepum_core_is_resident(core, recs[i].addr))
+			continue;
+		err = deepum_core_process(core, &recs[i], cmds, max_cmds, &ncmds);
+	}
+	*ns = now_ns() - t0;
+	deepum_core_get_stats(core, stats);
+	free(cmds);
+	deepum_core_destroy(core);
+	return err;
+}

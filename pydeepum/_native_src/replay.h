@@ -54,4 +54,15 @@ int dum_replay_feed(struct dum_replay *r, const struct deepum_record *recs, __u6
 __u32 dum_replay_intervals(const struct dum_replay *r, struct dum_replay_interval *ret, __u32 n);
 void dum_replay_stats(const struct dum_replay *r, struct deepum_stats *ret);
 
+
+
+/*
+ * Benchmark: a fresh core consumes @n records in one timed loop.  With
+ * DUM_REPLAY_FEEDBACK_FAULTS, FAULT records whose block the core holds are
+ * skipped (a GPU would not fault), with ACCESSES every record reaches the
+ * core.  *@ns gets the elapsed time, the core's counters land in *@stats.
+ * Returns 0 or a negative errno.
+ */
+int dum_bench_core(const struct deepum_config *cfg, const struct deepum_record *recs, __u64 n,
+		   __u32 feedback, __u64 *ns, struct deepum_stats *stats);
 #endif /* _DEEPUM_REPLAY_H */
