@@ -118,7 +118,7 @@ class Trace:
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as raw:
             # mtime=0: the same trace always compresses to the same bytes.
-            f = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+            f = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
             f.write(header.tobytes())
             f.write(np.ascontiguousarray(self.records).tobytes())
             f.write(meta)

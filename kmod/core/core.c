@@ -59,7 +59,7 @@ struct deepum_core {
 
 	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
 	u32 cur_walk_gen;	/* the walk that predicted it; 0: none */
-	bool in_sync;		/* the window predicted the last launch */
+	bool in_sync;		/* the last launch was not mispredicted */
 	u32 prev_exec;		/* exec slot whose successor the next launch is */
 
 	/* The running execution's latest faults, most recent first: their
@@ -565,7 +565,7 @@ static void window_extend(struct deepum_core *core)
 				return;
 			continue;
 		}
-		if (core->win_count == core->cfg.lookahead_kernels)
+		if (core->win_count == core->cfg.lookahead_kernels || (!last && core->cur_exec == DUM_NIL))
 			return;
 		next = dum_exec_predict(c, last ? last->exec : core->cur_exec);
 		if (next == DEEPUM_EXEC_NONE || next == DUM_EXEC_BOUNDARY)
@@ -603,6 +603,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 	u32 exec = exec_slot(core, exec_id);
 	struct dum_window_slot *head;
 	u64 added = 0;
+	bool matched;
 
 	core->stats.launches++;
 	core->hist_len = 0;
@@ -638,8 +639,9 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		window_extend(core);
 		return;
 	}
-	core->in_sync = head && head->exec == exec && head->seq == core->launch_clock;
-	if (core->in_sync) {
+	matched = head && head->exec == exec && head->seq == core->launch_clock;
+	core->in_sync = matched || !head;
+	if (matched) {
 		/* As predicted: its blocks stay protected for this tick. */
 		core->cur_walk_gen = head->complete ? head->walk_gen : 0;
 		window_pop(core);
@@ -750,26 +752,41 @@ static void on_fault(struct deepum_core *core, const struct deepum_record *rec)
 	window_extend(core);
 }
 
+static void invalidate(struct deepum_core *core, u32 slot)
+{
+	struct dum_block *b = dum_block_at(&core->res, slot);
+
+	b->flags |= DUM_BLOCK_DEAD;
+	/* Without room now, pre-eviction discards it later. */
+	if (dum_block_resident(b) && out_room(core, 1))
+		evict(core, slot, 0);
+}
+
 static void on_free(struct deepum_core *core, const struct deepum_record *rec)
 {
 	u32 shift = core->cfg.block_shift;
 	u64 first = (rec->addr + block_bytes(core) - 1) >> shift;
 	u64 end = (rec->addr + rec->len) >> shift;
 	u64 blk;
+	u32 slot;
 
 	/* Only whole blocks are dead; only tracked blocks can be in any table. */
-	for (blk = first; blk < end; blk++) {
-		u32 slot = dum_residency_find(&core->res, blk);
-		struct dum_block *b;
-
-		core->stats.invalidated_bytes += block_bytes(core);
-		if (slot == DUM_NIL)
-			continue;
-		b = dum_block_at(&core->res, slot);
-		b->flags |= DUM_BLOCK_DEAD;
-		/* Without room now, pre-eviction discards it later. */
-		if (dum_block_resident(b) && out_room(core, 1))
-			evict(core, slot, 0);
+	if (end <= first)
+		return;
+	core->stats.invalidated_bytes += (end - first) << shift;
+	if (end - first <= core->res.used) {
+		for (blk = first; blk < end; blk++) {
+			slot = dum_residency_find(&core->res, blk);
+			if (slot != DUM_NIL)
+				invalidate(core, slot);
+		}
+		return;
+	}
+	/* A range larger than what is tracked: visit the tracked blocks instead. */
+	for (slot = 0; slot < core->res.used; slot++) {
+		blk = dum_block_at(&core->res, slot)->blk;
+		if (blk >= first && blk < end)
+			invalidate(core, slot);
 	}
 }
 
@@ -781,6 +798,7 @@ static void on_iteration(struct deepum_core *core, const struct deepum_record *r
 	 * survives, and no prefetch should ever cross this point again. */
 	dum_residency_clear(&core->res);
 	window_reset(core);
+	core->cur_walk_gen = 0;
 	if (core->prev_exec != DUM_NIL)
 		dum_exec_add_successor(&core->corr, core->prev_exec, DUM_EXEC_BOUNDARY);
 	core->prev_exec = DUM_NIL;

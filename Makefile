@@ -1,0 +1,49 @@
+# deepum: top-level targets.  Two do all set-up on a fresh machine:
+#   make demo   build, then replay the bundled real H200 trace (no GPU needed)
+#   make test   every test that runs without a GPU
+# Both create .venv and install what they need (pip; apt for the kernel tests).
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+DEEPUMCTL := $(VENV)/bin/deepumctl
+DEMO_TRACE := tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz
+CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/core/port_user.c
+SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer -Wall -Wextra -Werror
+
+.PHONY: all demo test test-unit test-sanitize bench clean
+
+all: $(VENV)/.installed
+
+# The package (and its cffi extension, which compiles the core) in a venv.
+# Rebuilt when any C or Python source of it changes.
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_native_src/*) \
+		$(wildcard kmod/core/*) kmod/include/uapi/deepum.h
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(DEEPUMCTL) replay $(DEMO_TRACE)
+
+test: test-unit test-sanitize
+
+test-unit: $(VENV)/.installed
+	$(VPY) -m pytest -q
+
+# The core under AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer):
+# allocation failures, then a randomized stream of 1M records.
+build/fuzz_core: tests/core/fuzz_core.c $(CORE_SRC) $(wildcard kmod/core/*.h) kmod/include/uapi/deepum.h
+	mkdir -p build
+	$(CC) $(SAN_FLAGS) -Ikmod/core -o $@ tests/core/fuzz_core.c $(CORE_SRC)
+
+test-sanitize: build/fuzz_core
+	build/fuzz_core 1000000
+
+bench: $(VENV)/.installed
+	$(VPY) scripts/bench_core
+
+clean:
+	rm -rf build $(VENV) pydeepum/_native*.so pydeepum/*.egg-info *.egg-info

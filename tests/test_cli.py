@@ -1,0 +1,94 @@
+"""deepumctl, through click's CliRunner: output, --json, and exit status 2
+with a clear message for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import GPT2_TRACE
+from pydeepum.cli import cli
+from pydeepum.trace import Trace
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_replay_prints_the_per_iteration_table():
+    result = run("replay", str(GPT2_TRACE))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(line.split()[:1] == ["5"] for line in lines)  # iteration 5's row
+    assert "coverage" in result.output and "accuracy" in result.output
+    assert "all iterations >= 2" in result.output
+
+
+def test_replay_json_is_complete():
+    result = run("replay", str(GPT2_TRACE), "--json", "--capacity", "6G", "--set", "corr_ways=8")
+    assert result.exit_code == 0
+    data = json.loads(result.output[result.output.index("{"):])
+    assert len(data["iterations"]) == 6
+    assert data["capacity_bytes"] == 6 << 30
+    assert data["config"]["corr_ways"] == 8
+    assert data["steady_state"]["coverage"] >= 0.95
+    assert set(data["core"]) >= {"prefetches", "evictions", "walk_entries"}
+
+
+def test_trace_info_and_json():
+    result = run("trace", "info", str(GPT2_TRACE), "--json")
+    info = json.loads(result.output)
+    assert info["iterations"] == 6 and info["exec_ids"] == 1107 and info["access_set"]
+    assert "sha256" in info["source"]
+    assert "6 iterations" in run("trace", "info", str(GPT2_TRACE)).output
+
+
+def test_trace_synth_then_replay(tmp_path):
+    out = tmp_path / "s.dut"
+    result = run("trace", "synth", "-o", str(out), "--set", "layers=4", "--set", "drift=0.0")
+    assert result.exit_code == 0, result.output
+    assert Trace.read(out).meta["source"]["spec"]["layers"] == 4
+    assert run("replay", str(out)).exit_code == 0
+
+
+def test_trace_import_records_provenance(tmp_path):
+    src = tmp_path / "um.csv"
+    src.write_text("counterKind,value,start,end,address,flags,srcId\n1,4096,1,2,4194304,2,0\n")
+    out = tmp_path / "um.dut"
+    result = run("trace", "import", str(src), "-o", str(out), "--note", "gpu=test")
+    assert result.exit_code == 0, result.output
+    assert Trace.read(out).meta["provenance"] == {"gpu": "test"}
+
+
+def _bad_trace(tmp_path):
+    raw = GPT2_TRACE.read_bytes()
+    (tmp_path / "trunc.dut.gz").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "magic.dut").write_bytes(b"NOPE" + bytes(60))
+    return tmp_path
+
+
+@pytest.mark.parametrize("args,message", [
+    (["replay", "{tmp}/trunc.dut.gz"], "unreadable"),
+    (["replay", "{tmp}/magic.dut"], "bad magic"),
+    (["replay", "{tmp}/nothing.dut"], "No such file"),
+    (["replay", "GPT2", "--capacity", "lots"], "not a size"),
+    (["replay", "GPT2", "--capacity", "1k"], "less than one"),
+    (["replay", "GPT2", "--set", "corr_ways=999"], "corr_ways=999 is outside"),
+    (["replay", "GPT2", "--set", "corr_sets=1000"], "not a power of two"),
+    (["replay", "GPT2", "--set", "bogus=1"], "unknown configuration field"),
+    (["replay", "GPT2", "--set", "walk_max"], "FIELD=VALUE"),
+    (["replay", "GPT2", "--link-gbps", "-1"], "must not be negative"),
+    (["trace", "info", "{tmp}/magic.dut"], "bad magic"),
+    (["trace", "import", "{tmp}/nothing.csv", "-o", "{tmp}/x.dut"], "no such file"),
+    (["trace", "synth", "-o", "{tmp}/x.dut", "--set", "layers=0"], "must be >= 1"),
+    (["trace", "synth", "-o", "{tmp}/x.dut", "--set", "layers=many"], "not a int"),
+])
+def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, message):
+    _bad_trace(tmp_path)
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("GPT2", str(GPT2_TRACE)) for a in args]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output

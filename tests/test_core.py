@@ -1,0 +1,306 @@
+"""The prefetch core's tables, walker, pre-eviction and invalidation, each
+against expectations worked out by hand from the design in kmod/core/core.c."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import BLOCK, blk, rec
+from pydeepum._lowlevel import lib
+from pydeepum.config import make_config
+from pydeepum.core import CMD_DEMAND, DISCARD, EVICT, PREFETCH, Core
+from pydeepum.errors import RecordError
+from pydeepum.trace import ALLOC, EXEC_NONE, FAULT, FREE, ITER_FLUSHED, ITERATION, LAUNCH
+
+BOUNDARY = 0xFFFFFFFE  # DUM_EXEC_BOUNDARY: the flush that ended an iteration
+
+
+def launch(e: int):
+    return rec(LAUNCH, exec_id=e)
+
+
+def fault(b: int, e: int = EXEC_NONE):
+    return rec(FAULT, blk(b) + 4096, exec_id=e, aux=1)
+
+
+def flush(i: int = 0):
+    return rec(ITERATION, aux=i, flags=ITER_FLUSHED)
+
+
+def feed(core: Core, *records) -> list[tuple[str, int, int]]:
+    """Commands as (op, block number, exec ID or flags) tuples."""
+    out = []
+    for r in records:
+        for c in core.process(r):
+            op = {PREFETCH: "P", EVICT: "E", DISCARD: "D"}[int(c["op"])]
+            tag = int(c["exec_id"]) if op == "P" else int(c["flags"])
+            out.append((op, int(c["addr"]) // BLOCK, tag))
+    return out
+
+
+# ---- correlation tables ------------------------------------------------------
+
+
+def test_block_successors_are_mru_ordered():
+    core = Core(make_config())
+    feed(core, launch(0), fault(1), fault(2), launch(0), fault(1), fault(3))
+    assert core.block_successors(0, blk(1)) == [blk(3), blk(2)]
+    feed(core, launch(0), fault(1), fault(2))
+    assert core.block_successors(0, blk(1)) == [blk(2), blk(3)]
+
+
+def test_successor_lists_drop_the_least_recent():
+    core = Core(make_config(corr_succs=2))
+    for b in (2, 3, 4):
+        feed(core, launch(0), fault(1), fault(b))
+    assert core.block_successors(0, blk(1)) == [blk(4), blk(3)]
+
+
+def test_levels_hold_successors_at_each_distance():
+    core = Core(make_config(corr_levels=3))
+    feed(core, launch(0), fault(1), fault(2), fault(3), fault(4))
+    assert core.block_successors(0, blk(1), 0) == [blk(2)]
+    assert core.block_successors(0, blk(1), 1) == [blk(3)]
+    assert core.block_successors(0, blk(1), 2) == [blk(4)]
+    assert core.block_successors(0, blk(3), 1) == []
+    assert core.block_successors(0, blk(4), 0) == []
+
+
+def test_tables_are_per_exec_id_and_executions_do_not_chain():
+    core = Core(make_config())
+    feed(core, launch(0), fault(1), fault(2), launch(1), fault(3))
+    assert core.block_successors(0, blk(2)) == []  # 3 ran in exec 1
+    assert core.block_successors(1, blk(1)) is None
+    assert core.exec_starts(0) == [blk(1)] and core.exec_starts(1) == [blk(3)]
+    assert core.exec_end(0) == blk(2) and core.exec_end(1) == blk(3)
+
+
+def test_exec_successors_are_mru_ordered():
+    core = Core(make_config(exec_succs=2))
+    feed(core, *(launch(e) for e in (0, 1, 2, 0, 2)))
+    assert core.exec_successors(0) == [2, 1]
+    assert core.exec_successors(1) == [2]
+    assert core.exec_successors(2) == [0]
+
+
+def test_a_flush_ends_the_exec_chain():
+    core = Core(make_config())
+    feed(core, launch(0), launch(1), flush(), launch(0))
+    assert core.exec_successors(1) == [BOUNDARY]
+
+
+def _colliding_blocks(base: int, count: int) -> list[int]:
+    """Blocks whose exec-0 entries share a set with `base`'s (found through the
+    core itself: with one way per set, a colliding insert evicts base)."""
+    probe = Core(make_config(corr_sets=16, corr_ways=1))
+    found = []
+    for b in range(base + 1, base + 2000):
+        feed(probe, launch(0), fault(base), fault(b))
+        if probe.block_successors(0, blk(base)) is None:
+            found.append(b)
+            if len(found) == count:
+                return found
+    raise AssertionError("no colliding blocks found")
+
+
+def test_ways_are_replaced_least_recently_used():
+    x = 7
+    y, z = _colliding_blocks(x, 2)
+    core = Core(make_config(corr_sets=16, corr_ways=2))
+    feed(core, launch(0), fault(x), fault(y), fault(x))  # x used after y
+    assert core.stats().corr_replacements == 0
+    feed(core, fault(z))
+    assert core.block_successors(0, blk(y)) is None  # least recently used
+    assert core.block_successors(0, blk(x)) is not None
+    assert core.block_successors(0, blk(z)) is not None
+    assert core.stats().corr_replacements == 1
+
+
+# ---- the walker ----------------------------------------------------------------
+
+
+def test_walk_follows_start_then_jumps_to_the_next_exec_id():
+    core = Core(make_config())
+    feed(core, flush(0), launch(0), fault(1), fault(2), launch(1), fault(3), fault(4), flush(1))
+    assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 0), ("P", 3, 1), ("P", 4, 1)]
+
+
+def test_walk_stops_at_the_end_block():
+    core = Core(make_config())
+    feed(core, flush(0), launch(0), fault(1), fault(5), fault(6), flush(1))
+    feed(core, launch(0), fault(1), fault(5), flush(2))  # end is now 5
+    assert core.exec_end(0) == blk(5)
+    assert core.block_successors(0, blk(5)) == [blk(6)]
+    assert feed(core, launch(0)) == [("P", 1, 0), ("P", 5, 0)]
+
+
+def _learn_chain(core: Core, kernels: list[list[int]]) -> None:
+    feed(core, flush(0))
+    for e, blocks in enumerate(kernels):
+        feed(core, launch(e), *(fault(b, e) for b in blocks))
+    feed(core, flush(1))
+
+
+def test_lookahead_stops_after_lookahead_kernels():
+    core = Core(make_config(lookahead_kernels=2))
+    _learn_chain(core, [[10], [11], [12], [13]])
+    assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2)]
+    assert feed(core, launch(1)) == [("P", 13, 3)]  # the window slides
+
+
+def test_lookahead_stops_after_lookahead_blocks():
+    kernels = [[10, 11], [12, 13], [14, 15]]
+    core = Core(make_config(lookahead_blocks=3))
+    _learn_chain(core, kernels)
+    assert [b for _, b, _ in feed(core, launch(0))] == [10, 11, 12, 13, 14, 15]
+    core = Core(make_config(lookahead_blocks=2))
+    _learn_chain(core, kernels)
+    assert [b for _, b, _ in feed(core, launch(0))] == [10, 11, 12, 13]
+
+
+def test_no_block_is_prefetched_twice():
+    core = Core(make_config())
+    _learn_chain(core, [[10, 11], [11, 12]])
+    assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 0), ("P", 12, 1)]
+    assert feed(core, fault(11, 1), launch(1), fault(12, 1)) == []
+
+
+def test_a_fault_walks_on_from_the_faulted_block():
+    core = Core(make_config())
+    feed(core, launch(0), fault(1), fault(2), fault(3), flush())
+    core_cmds = feed(core, rec(ALLOC), fault(2, 0))  # no launch: the block is missed
+    assert core_cmds == [("P", 3, 0)]
+
+
+def test_an_unknown_exec_id_where_another_was_expected_inherits_its_table():
+    core = Core(make_config())
+    _learn_chain(core, [[10], [11, 12], [13]])
+    feed(core, launch(0))
+    # Exec 7 runs where exec 1 was expected: predicted as exec 1, tagged 7.
+    assert feed(core, launch(7)) == []  # 11 and 12 were prefetched with exec 0's window
+    assert core.stats().exec_stand_ins == 1
+    assert core.block_successors(7, blk(11)) == [blk(12)]
+    assert core.stats().window_resets == 0
+
+
+# ---- residency: pre-eviction and the fault path ------------------------------------
+
+
+def test_pre_eviction_keeps_the_watermark_in_least_recently_migrated_order():
+    core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=1))
+    cmds = feed(core, launch(0), fault(1), fault(2), launch(1), fault(3), fault(4),
+                launch(2), fault(5), launch(3), fault(6))
+    assert cmds == [("E", 1, 0), ("E", 2, 0), ("E", 3, 0)]
+    assert core.stats().demand_evictions == 0
+
+
+def test_victims_are_never_in_the_predicted_window():
+    core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1))
+    _learn_chain(core, [[1], [2], [3], [4]])
+    # Room for 1 and 2; 3 would need a victim, and both are predicted: stop.
+    assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 1)]
+    assert core.stats().window_full >= 1
+    # Kernel 0 is done: its block may go now, for kernel 2's.
+    assert feed(core, launch(1)) == [("E", 1, 0), ("P", 3, 2)]
+
+
+def test_a_fault_on_a_full_gpu_evicts_on_the_fault_path():
+    core = Core(make_config(capacity_bytes=2 * BLOCK, watermark_blocks=1))
+    assert feed(core, launch(0), fault(1), fault(2)) == []  # the running kernel's own
+    assert feed(core, fault(3)) == [("E", 1, CMD_DEMAND)]
+    assert core.stats().demand_evictions == 1
+
+
+def test_the_model_never_exceeds_capacity(gpt2):
+    core = Core(make_config(capacity_bytes=512 * BLOCK))
+    for r in gpt2.records[:6000]:
+        core.process(r)
+        assert core.stats().resident_blocks <= 512
+
+
+# ---- invalidation ------------------------------------------------------------------
+
+
+def test_freed_blocks_are_discarded_and_not_prefetched_until_touched():
+    core = Core(make_config())
+    feed(core, flush(0), launch(0), fault(1), fault(2))
+    assert feed(core, rec(FREE, blk(2), BLOCK)) == [("D", 2, 0)]
+    assert core.stats().invalidated_bytes == BLOCK
+    feed(core, flush(1))
+    assert feed(core, launch(0)) == [("P", 1, 0)]
+    assert core.stats().skipped_invalid >= 1
+    feed(core, fault(2, 0), flush(2))  # touched again: alive, and now the start
+    assert feed(core, launch(0)) == [("P", 2, 0), ("P", 1, 0)]
+
+
+def test_partially_freed_blocks_stay_alive():
+    core = Core(make_config())
+    feed(core, launch(0), fault(1), fault(2))
+    assert feed(core, rec(FREE, blk(2) + 4096, BLOCK)) == []
+    assert core.stats().invalidated_bytes == 0
+    assert core.is_resident(blk(2))
+
+
+def test_a_huge_free_is_bounded_work():
+    core = Core(make_config())
+    feed(core, launch(0), fault(1), fault(2))
+    cmds = feed(core, rec(FREE, BLOCK, (1 << 63) - BLOCK))
+    assert sorted(cmds) == [("D", 1, 0), ("D", 2, 0)]
+
+
+# ---- determinism, validation, failure ---------------------------------------------
+
+
+def test_same_input_same_commands_byte_for_byte(gpt2):
+    records = gpt2.records[:12000]
+    a = Core(make_config(capacity_bytes=1 << 30)).run(records)
+    b = Core(make_config(capacity_bytes=1 << 30)).run(records)
+    assert len(a) > 1000
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("bad", [
+    rec(0),
+    rec(6),
+    rec(LAUNCH, flags=1),
+    rec(FAULT, 4096, aux=1),  # block 0 is never UM
+    rec(FAULT, blk(3), aux=9),
+    rec(FAULT, blk(3), flags=1 << 7),
+    rec(FREE, (1 << 64) - BLOCK, 2 * BLOCK),  # wraps around
+    rec(ITERATION, flags=1 << 9),
+])
+def test_malformed_records_are_refused_without_effect(bad):
+    core = Core(make_config())
+    feed(core, launch(0), fault(1))
+    before = core.stats()
+    with pytest.raises(RecordError):
+        core.process(bad)
+    assert core.stats() == before
+
+
+def test_allocation_failure_at_init_is_a_clean_error():
+    failures = 0
+    try:
+        for k in range(64):
+            lib.dum_port_fail_allocs_after = k
+            try:
+                Core(make_config())
+                break
+            except MemoryError:
+                failures += 1
+    finally:
+        lib.dum_port_fail_allocs_after = -1
+    assert failures >= 5  # every table allocation can fail on its own
+    assert Core(make_config()).stats().records == 0
+
+
+def test_memory_is_allocated_at_init_only(gpt2):
+    # The configured bound is what the core holds, whatever the trace.
+    from pydeepum.config import memory_bytes
+    small = make_config(corr_sets=64, block_max=1024, exec_max=2048)
+    core = Core(small)
+    core.run(gpt2.records[:4000])
+    assert memory_bytes(small) < 2 << 20
+    assert core.stats().blocks_untracked > 0  # 1024 tracked blocks were not enough
+    assert np.all(core.run(gpt2.records[4000:4500])["op"] > 0)

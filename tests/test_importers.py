@@ -1,0 +1,94 @@
+"""Importing CUPTI captures and UM-counter CSVs."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from conftest import BLOCK, GPT2_RAW, blk
+from pydeepum.errors import TraceFormatError
+from pydeepum.importers import import_file
+from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH,
+                            name_hash)
+
+
+def _capture(tmp_path, lines: list[str]):
+    path = tmp_path / "cap.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return import_file(path)
+
+
+def test_capture_attribution_exec_ids_and_flushes(tmp_path):
+    a, b = blk(0x100), blk(0x101)
+    t = _capture(tmp_path, [
+        f"U,2,{BLOCK},5,6,{a:x},1",          # flush to host before iteration 0
+        "M,0,10",
+        f"A,{a:x},{4 * BLOCK}",
+        "K,20,30,7,1,4,1,1,128,1,1,kern_a",
+        "K,40,50,7,2,4,1,1,128,1,1,kern_a",  # same name and shape: ordinal 1
+        "K,60,70,7,3,8,1,1,128,1,1,kern_a",  # another shape
+        f"U,1,8192,22,23,{a + BLOCK - 4096:x},2",  # spans a and b
+        f"U,4,1,24,25,{b + 64:x},2",         # b again in the same launch: merged
+        f"U,4,1,45,46,{b:x},1",
+        f"U,1,4096,71,72,{a:x},3",           # just after the last kernel
+        "M,1,80",
+    ])
+    r = t.records
+    assert list(r["type"]) == [ITERATION, ALLOC, LAUNCH, FAULT, FAULT, LAUNCH, FAULT, LAUNCH, FAULT, ITERATION]
+    launches = r[r["type"] == LAUNCH]
+    assert list(launches["exec_id"]) == [0, 1, 2]
+    assert launches["addr"][0] == name_hash("kern_a") and list(launches["aux"]) == [7, 7, 7]
+    faults = r[r["type"] == FAULT]
+    assert list(faults["addr"] // BLOCK) == [0x100, 0x101, 0x101, 0x100]
+    assert list(faults["exec_id"]) == [0, 0, 1, 2]
+    assert list(faults["len"][:2]) == [4096, 4096]  # bytes moved within each block
+    assert t.records[0]["flags"] == ITER_FLUSHED and t.records[-1]["flags"] == ITER_END
+    assert t.access_set
+    assert t.meta["kernels"][1] == ["kern_a", [4, 1, 1], [128, 1, 1], 1]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("K,1,2,3", "K record needs 12 fields"),
+    ("U,1,x,1,2,ff,1", "'x' is not a number"),
+    ("Q,1", "unknown record type"),
+    ("U,1,4096,-5,2,ff,1", "not a number|out of range"),
+])
+def test_malformed_capture_lines_name_the_line(tmp_path, line, message):
+    with pytest.raises(TraceFormatError, match=message) as e:
+        _capture(tmp_path, ["M,0,1", "K,2,3,7,1,1,1,1,1,1,1,k", line, "M,1,9"])
+    assert "cap.csv.gz:3" in str(e.value)
+
+
+def test_um_counter_csv(tmp_path):
+    path = tmp_path / "um.csv"
+    path.write_text("counterKind,value,start,end,address,flags,srcId\n"
+                    f"1,4096,100,101,{blk(5)},2,0\n"
+                    f"1,4096,102,103,{blk(5) + 4096},2,0\n"
+                    f"4,1,104,105,{hex(blk(6))},1,0\n"
+                    f"2,4096,106,107,{blk(6)},1,0\n")
+    t = import_file(path)
+    faults = t.records[t.records["type"] == FAULT]
+    assert list(faults["addr"] // BLOCK) == [5, 6]
+    assert set(faults["exec_id"].tolist()) == {EXEC_NONE}
+    assert len(t.iteration_bounds()) == 1
+
+
+def test_not_a_capture(tmp_path):
+    (tmp_path / "e.csv").write_text("")
+    with pytest.raises(TraceFormatError, match="empty"):
+        import_file(tmp_path / "e.csv")
+    (tmp_path / "m.csv").write_text("M,0,1\nM,1,2\n")
+    with pytest.raises(TraceFormatError, match="no kernel"):
+        import_file(tmp_path / "m.csv")
+
+
+@pytest.mark.slow
+def test_bundled_trace_is_reproduced_from_the_raw_capture(gpt2):
+    t = import_file(GPT2_RAW)
+    assert t.records.tobytes() == gpt2.records.tobytes()
+    assert t.meta["source"] == gpt2.meta["source"]
+    # The capture's own numbers (shared/data/README.md): 6 iterations of 1107 kernels.
+    assert [e - s for _, s, e in t.iteration_bounds()] and t.counts()["launch"] == 6642
+    assert np.all(np.diff(t.records["ts"].astype(np.int64)) >= 0)
