@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import GPT2_TRACE
+from testlib import GPT2_TRACE
 from pydeepum.cli import cli
 from pydeepum.trace import Trace
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import BLOCK, blk, rec
+from testlib import BLOCK, blk, rec
 from pydeepum._lowlevel import lib
 from pydeepum.config import make_config
 from pydeepum.core import CMD_DEMAND, DISCARD, EVICT, PREFETCH, Core

@@ -7,7 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
-from conftest import BLOCK, GPT2_RAW, blk
+from testlib import BLOCK, GPT2_RAW, blk
 from pydeepum.errors import TraceFormatError
 from pydeepum.importers import import_file
 from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH,

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import GPT2_TRACE
+from testlib import GPT2_TRACE
 from pydeepum.errors import TraceFormatError
 from pydeepum.trace import HEADER_DTYPE, RECORD_DTYPE, Trace
 
