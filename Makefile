@@ -12,7 +12,7 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize bench clean
+.PHONY: all demo test test-unit test-sanitize test-kernel bench clean
 
 all: $(VENV)/.installed
 
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_n
 demo: $(VENV)/.installed
 	$(DEEPUMCTL) replay $(DEMO_TRACE)
 
-test: test-unit test-sanitize
+test: test-unit test-sanitize test-kernel
 
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest -q
@@ -41,6 +41,10 @@ build/fuzz_core: tests/core/fuzz_core.c $(CORE_SRC) $(wildcard kmod/core/*.h) km
 
 test-sanitize: build/fuzz_core
 	build/fuzz_core 1000000
+
+# deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md).
+test-kernel: $(VENV)/.installed
+	PYTHON=$(CURDIR)/$(VPY) tests/qemu/run
 
 bench: $(VENV)/.installed
 	$(VPY) scripts/bench_core

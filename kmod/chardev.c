@@ -95,6 +95,9 @@ static long deepum_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	unsigned int ksize;
 	int ret;
 
+	/* Arguments that outgrow this belong in a kmalloc()ed buffer. */
+	BUILD_BUG_ON(sizeof(karg) > 256);
+
 	if (_IOC_TYPE(cmd) != DEEPUM_IOC_MAGIC || nr >= ARRAY_SIZE(deepum_ioctls))
 		return -ENOTTY;
 	desc = &deepum_ioctls[array_index_nospec(nr, ARRAY_SIZE(deepum_ioctls))];

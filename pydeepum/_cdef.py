@@ -4,6 +4,7 @@ Nothing is restated by hand: the struct definitions, prototypes and the names
 of the DEEPUM_* / DUM_REPLAY_* integer macros are lifted from the headers
 themselves, and cffi's API mode then has the C compiler check every field
 offset and size against the real headers and fill in every macro's value.
+Only the standard library is used: the kernel tests import this file alone.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def _declarations(text: str) -> tuple[list[str], str]:
     return macros, "\n".join(body)
 
 
-def cdef() -> str:
+def cdef(headers: tuple[Path, ...] = HEADERS) -> str:
+    """Declarations of @headers (by default: UAPI, core and replay) for cffi."""
     parts = [PRELUDE]
-    for header in HEADERS:
+    for header in headers:
         macros, body = _declarations(header.read_text())
         parts.append(body)
         parts.extend(f"#define {name} ..." for name in macros)

@@ -17,7 +17,8 @@
 #include <linux/slab.h>
 #include <linux/mm.h>
 
-#define dum_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL)
+/* Sizes come from user-settable configuration: a refusal, never a WARN. */
+#define dum_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT | __GFP_NOWARN)
 #define dum_free(p)		kvfree(p)
 
 #else /* userspace: libdeepum, the cffi extension, tests */
