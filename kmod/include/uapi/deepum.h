@@ -21,7 +21,8 @@
  * default, which is nvidia-uvm's uvm_va_block_t.
  *
  * Interface history:
- *   1.0  API handshake, records, commands, config, stats, trace format v1.
+ *   1.0  API handshake, attach, exec IDs, config, invalidation, stats, test
+ *        injection; records, commands, trace format v1.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -214,7 +215,11 @@ struct deepum_stats {
 	__u64 blocks_untracked;		/* blocks the residency model had no room for */
 	__u64 resident_blocks;		/* gauge: blocks the model holds resident now */
 	__u64 core_ns;			/* time spent in the core, measured by its caller */
-	__u64 reserved[5];
+	/* Kept by the pipeline around the core (kernel module, libdeepum): */
+	__u64 records_dropped;		/* records lost to a full fault queue */
+	__u64 cmds_dropped;		/* commands lost to a full command queue */
+	__u64 prefetch_late;		/* faults on a block whose prefetch was not done yet */
+	__u64 reserved[2];
 };
 
 /* ------------------------------------------------------------------------
@@ -248,7 +253,8 @@ struct deepum_trace_header {
 #define DEEPUM_IOC_MAGIC 0xDE
 
 /**
- * DEEPUM_IOC_API - handshake; must precede every other ioctl on a file.
+ * DEEPUM_IOC_API - handshake; must precede every other ioctl on a file
+ * (which otherwise fail with -EPROTO).
  * @api:      (in) DEEPUM_API_VERSION the caller was built with;
  *            (out) the version the module speaks.
  * @flags:    (in) zero.
@@ -272,7 +278,185 @@ struct deepum_api {
 #define DEEPUM_FEATURE_PREEVICT		(1ULL << 1)	/* pre-eviction */
 #define DEEPUM_FEATURE_INVALIDATE	(1ULL << 2)	/* dead-range invalidation */
 
-#define DEEPUM_IOC_NR_API 0x00
-#define DEEPUM_IOC_API _IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_API, struct deepum_api)
+/**
+ * DEEPUM_IOC_ATTACH - bind this file to the calling process.
+ * @flags:   (in) zero.
+ * @pid:     (out) the process (thread group ID) the file is now bound to.
+ * @context: (out) the context's number, unique while the module is loaded.
+ *
+ * A file binds once, to the memory (mm) of the process that attaches.  Every
+ * later ioctl but DEEPUM_IOC_API needs the binding, and only threads of that
+ * process may use it; the context, its tables and its counters go away when
+ * the file is released.
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for non-zero @flags or reserved fields; -EBUSY if the
+ * file is already attached; -EPROTO before DEEPUM_IOC_API.
+ */
+struct deepum_attach {
+	__u32 flags;
+	__u32 pid;
+	__u64 context;
+	__u64 reserved[2];
+};
+
+/**
+ * DEEPUM_IOC_SET_EXEC_ID - the kernel with this exec ID is about to run.
+ * @exec_id:   (in) dense execution ID (libdeepum assigns them).
+ * @stream:    (in) the stream it runs on.
+ * @name_hash: (in) kernel-name hash, as in LAUNCH records (0: unknown).
+ * @ts:        (in) timestamp in ns; 0: the module reads its own clock.
+ *
+ * Enters the context's pipeline as a LAUNCH record.  Issued in stream order
+ * (from a host callback, or by the engine that watches the streams).
+ *
+ * Context: process context, attached file.
+ * Return: 0; -EINVAL for reserved fields; -ENOTCONN if not attached; -EPERM
+ * from another process; -EPROTO before DEEPUM_IOC_API.  A full fault queue
+ * drops the record (counted in records_dropped), never fails the call.
+ */
+struct deepum_set_exec_id {
+	__u32 exec_id;
+	__u32 stream;
+	__u64 name_hash;
+	__u64 ts;
+	__u64 reserved[2];
+};
+
+/**
+ * DEEPUM_IOC_CONFIG, DEEPUM_IOC_GET_CONFIG - prefetch core configuration.
+ * @scope:  (in) DEEPUM_SCOPE_CONTEXT: this file's context; DEEPUM_SCOPE_DEFAULTS:
+ *          what contexts attached from now on start with.
+ * @flags:  (in) zero.
+ * @config: (in) CONFIG: the new configuration, zero fields meaning defaults;
+ *          (out) GET_CONFIG, and CONFIG too: the configuration in force, every
+ *          field filled in.
+ *
+ * CONFIG on a context replaces its prefetch core: tables start empty.  If the
+ * new tables cannot be allocated the old core stays and -ENOMEM is returned.
+ *
+ * Context: process context; DEEPUM_SCOPE_CONTEXT needs an attached file.
+ * Return: 0; -EINVAL for an unknown scope, non-zero flags or reserved fields,
+ * or any configuration field outside its DEEPUM_CFG_*_MIN..MAX; -EPERM for
+ * DEEPUM_SCOPE_DEFAULTS without CAP_SYS_ADMIN (CONFIG only) or for a context
+ * of another process; -ENOTCONN, -EPROTO as for SET_EXEC_ID; -ENOMEM.
+ */
+struct deepum_config_req {
+	__u32 scope;
+	__u32 flags;
+	__u64 reserved[2];
+	struct deepum_config config;	/* last: it may grow */
+};
+
+#define DEEPUM_SCOPE_CONTEXT	0
+#define DEEPUM_SCOPE_DEFAULTS	1	/* CONFIG, GET_CONFIG */
+#define DEEPUM_SCOPE_GLOBAL	2	/* STATS: every context, live and gone */
+
+/**
+ * DEEPUM_IOC_INVALIDATE - a range of the process's memory holds dead data.
+ * @addr: (in) range start.
+ * @len:  (in) range length.
+ *
+ * Enters the pipeline as a FREE record: whole blocks in the range are
+ * discarded without write-back and not prefetched until touched again.
+ *
+ * Context: process context, attached file.
+ * Return: 0; -EINVAL for reserved fields or a range that wraps around;
+ * -ENOTCONN, -EPERM, -EPROTO as for SET_EXEC_ID.
+ */
+struct deepum_range {
+	__u64 addr;
+	__u64 len;
+	__u64 reserved[2];
+};
+
+/**
+ * DEEPUM_IOC_STATS - counters, one consistent snapshot.
+ * @scope: (in) DEEPUM_SCOPE_CONTEXT or DEEPUM_SCOPE_GLOBAL.
+ * @flags: (in) zero.
+ * @stats: (out) the counters; for GLOBAL, summed over every context since
+ *         the module loaded (gauges over live contexts only).
+ *
+ * Context: process context; DEEPUM_SCOPE_CONTEXT needs an attached file.
+ * Return: 0; -EINVAL for an unknown scope, non-zero flags or reserved fields;
+ * -ENOTCONN, -EPERM, -EPROTO as for SET_EXEC_ID.
+ */
+struct deepum_stats_req {
+	__u32 scope;
+	__u32 flags;
+	__u64 reserved[2];
+	struct deepum_stats stats;	/* last: it may grow */
+};
+
+/**
+ * DEEPUM_IOC_TEST_INJECT - feed records into the context's pipeline, as the
+ * fault hook would.  Refused unless the module parameter enable_test_ioctls=1.
+ * @records:  (in) user pointer to @count struct deepum_record.
+ * @count:    (in) how many, at most DEEPUM_TEST_BATCH_MAX.
+ * @flags:    (in) zero.
+ * @accepted: (out) how many entered the queue, in order; the rest did not
+ *            fit and may be offered again.
+ *
+ * Context: process context, attached file.
+ * Return: 0; -EPERM without enable_test_ioctls or from another process;
+ * -EINVAL for flags, reserved fields, @count, or a malformed record (none of
+ * the batch is queued then); -EFAULT; -ENOTCONN, -EPROTO as above.
+ */
+struct deepum_test_inject {
+	__u64 records;
+	__u32 count;
+	__u32 flags;
+	__u32 accepted;
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
+#define DEEPUM_TEST_BATCH_MAX 4096
+
+/**
+ * DEEPUM_IOC_TEST_DRAIN - read back the commands the pipeline produced, in
+ * order, from the recording backend.  Refused unless enable_test_ioctls=1.
+ * @cmds:  (in) user pointer to room for @max struct deepum_cmd.
+ * @max:   (in) at most DEEPUM_TEST_BATCH_MAX.
+ * @flags: (in) DEEPUM_DRAIN_F_WAIT: first wait until every record queued so
+ *         far has been processed (interruptible).
+ * @count: (out) commands written.
+ *
+ * Context: process context, attached file; may sleep with DEEPUM_DRAIN_F_WAIT.
+ * Return: 0; -EPERM, -EINVAL, -EFAULT, -ENOTCONN, -EPROTO as above;
+ * -EINTR if a signal interrupted the wait.
+ */
+struct deepum_test_drain {
+	__u64 cmds;
+	__u32 max;
+	__u32 flags;
+	__u32 count;
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
+#define DEEPUM_DRAIN_F_WAIT	(1U << 0)
+
+/* Public ioctls count up from 0x00, test ioctls from 0x20; all stay below 64
+ * so that struct deepum_api's ioctls mask can name each. */
+#define DEEPUM_IOC_NR_API		0x00
+#define DEEPUM_IOC_NR_ATTACH		0x01
+#define DEEPUM_IOC_NR_SET_EXEC_ID	0x02
+#define DEEPUM_IOC_NR_CONFIG		0x03
+#define DEEPUM_IOC_NR_GET_CONFIG	0x04
+#define DEEPUM_IOC_NR_INVALIDATE	0x05
+#define DEEPUM_IOC_NR_STATS		0x06
+#define DEEPUM_IOC_NR_TEST_INJECT	0x20
+#define DEEPUM_IOC_NR_TEST_DRAIN	0x21
+
+#define DEEPUM_IOC_API		_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_API, struct deepum_api)
+#define DEEPUM_IOC_ATTACH	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_ATTACH, struct deepum_attach)
+#define DEEPUM_IOC_SET_EXEC_ID	_IOW(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_SET_EXEC_ID, struct deepum_set_exec_id)
+#define DEEPUM_IOC_CONFIG	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_CONFIG, struct deepum_config_req)
+#define DEEPUM_IOC_GET_CONFIG	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_GET_CONFIG, struct deepum_config_req)
+#define DEEPUM_IOC_INVALIDATE	_IOW(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_INVALIDATE, struct deepum_range)
+#define DEEPUM_IOC_STATS	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_STATS, struct deepum_stats_req)
+#define DEEPUM_IOC_TEST_INJECT	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_TEST_INJECT, struct deepum_test_inject)
+#define DEEPUM_IOC_TEST_DRAIN	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_TEST_DRAIN, struct deepum_test_drain)
 
 #endif /* _UAPI_DEEPUM_H */

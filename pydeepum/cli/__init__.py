@@ -1,0 +1,20 @@
+"""deepumctl: the command line.  Commands parse and format; the work is in
+the library, which returns dataclasses.  One module per command group."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .replay import replay_cmd
+from .trace import trace_group
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="deepumctl")
+def cli() -> None:
+    """deepum: correlation prefetching for CUDA Unified Memory."""
+
+
+cli.add_command(replay_cmd)
+cli.add_command(trace_group)
