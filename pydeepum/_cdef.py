@@ -17,7 +17,7 @@ UAPI_DIR = ROOT / "kmod" / "include" / "uapi"
 CORE_DIR = ROOT / "kmod" / "core"
 NATIVE_DIR = ROOT / "pydeepum" / "_native_src"
 
-HEADERS = (UAPI_DIR / "deepum.h", CORE_DIR / "core.h", NATIVE_DIR / "replay.h")
+HEADERS = (UAPI_DIR / "deepum.h", CORE_DIR / "core.h", NATIVE_DIR / "replay.h", NATIVE_DIR / "sim.h")
 
 # The fixed-width names as linux/types.h (x86-64, arm64) and port.h define them.
 PRELUDE = """
@@ -28,7 +28,7 @@ typedef __u64 u64;
 """
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
-_DEFINE = re.compile(r"^\s*#\s*define\s+((?:DEEPUM|DUM_REPLAY)_[A-Z0-9_]+)\s+(\S.*)$")
+_DEFINE = re.compile(r"^\s*#\s*define\s+((?:DEEPUM|DUM_REPLAY|DUM_SIM)_[A-Z0-9_]+)\s+(\S.*)$")
 
 
 def _declarations(text: str) -> tuple[list[str], str]:

@@ -22,8 +22,8 @@ def _rel(path: Path) -> str:
 
 ffibuilder.set_source(
     "pydeepum._native",
-    '#include "replay.h"\nextern long dum_port_fail_allocs_after;\n',
-    sources=[_rel(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_rel(NATIVE_DIR / "replay.c")],
+    '#include "replay.h"\n#include "sim.h"\nextern long dum_port_fail_allocs_after;\n',
+    sources=[_rel(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_rel(p) for p in sorted(NATIVE_DIR.glob("*.c"))],
     include_dirs=[_rel(NATIVE_DIR), _rel(CORE_DIR), _rel(UAPI_DIR)],
     extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
 )

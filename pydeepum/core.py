@@ -68,9 +68,6 @@ class Core:
         out = ffi.new("__u64[]", 8)
         return list(out[0 : lib.deepum_core_exec_starts(self._core, exec_id, out, 8)])
 
-    def exec_end(self, exec_id: int) -> int:
-        return int(lib.deepum_core_exec_end(self._core, exec_id))
-
     def block_successors(self, exec_id: int, addr: int, level: int = 0) -> list[int] | None:
         """Successors of @addr in @exec_id's table at @level; None if it has no entry."""
         out = ffi.new("__u64[]", 8)

@@ -207,19 +207,24 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
         if eid == len(names):
             names.append([name, list(shape[:3]), list(shape[3:]), n])
         launch_exec.append(eid)
-        b.add(LAUNCH, start, name_hash(name), 0, eid, stream)
+        b.add(LAUNCH, start, name_hash(name), end - start, eid, stream)
 
-    # One access per (launch, block): the first record of it.
+    # One access per (launch, block), at its first record, with the bytes
+    # all of that launch's records moved in the block.
     starts = [k[0] for k in kernels]
-    seen: set[tuple[int, int]] = set()
+    first: dict[tuple[int, int], list] = {}
     for ts, kind, value, addr, flags in sorted(um):
         # The kernel running then; records just outside any kernel go to the
         # latest one started (or the first).
         j = max(bisect.bisect_right(starts, ts) - 1, 0)
         for blk, start, moved, access, rflags in _um_accesses(block_shift, kind, value, addr, flags):
-            if (j, blk) not in seen:
-                seen.add((j, blk))
-                b.add(FAULT, ts, start, moved, launch_exec[j], access, rflags)
+            if (j, blk) in first:
+                first[j, blk][3] += moved
+            else:
+                first[j, blk] = [ts, start, j, moved, access, rflags]
+    block = 1 << block_shift
+    for ts, start, j, moved, access, rflags in first.values():
+        b.add(FAULT, ts, start, min(moved, block), launch_exec[j], access, rflags)
 
     meta = {
         "source": {"format": "cupti-capture", "file": path.name, "sha256": _sha256(path)},

@@ -60,7 +60,7 @@ class SynthSpec:
     reorder_at: int = -1  # iteration from which layers run in another order; -1: never
     access_set: bool = True  # memory flushed to the host at each iteration
     frees: bool = False  # report activation frees (FREE records) at iteration end
-    kernel_ns: int = 20_000  # duration of a kernel per MiB it touches
+    kernel_ns: int = 20_000  # compute time of a kernel per MiB it touches (LAUNCH len)
     seed: int = 1
     block_shift: int = 21
 
@@ -131,11 +131,12 @@ def generate(spec: SynthSpec) -> Trace:
         for name, layer, k, tensors in seq:
             key = (name, layer, k, tuple(a for a, _ in tensors))
             eid = exec_ids.setdefault(key, len(exec_ids))
-            emit(LAUNCH, name_hash(f"{name}_layer{layer}_k{k}"), 0, eid)
             blocks = _kernel_blocks(tensors, k, spec.kernels_per_layer, block)
+            duration = max(1, len(blocks) * block >> 20) * spec.kernel_ns
+            emit(LAUNCH, name_hash(f"{name}_layer{layer}_k{k}"), duration, eid)
             for addr in _interleave(blocks, spec.order_noise, rng):
-                emit(FAULT, addr, 0, eid, 1)
-            ts += max(1, len(blocks) * block >> 20) * spec.kernel_ns
+                emit(FAULT, addr, block, eid, 1)
+            ts += duration
         if spec.frees:
             for layer in range(1, spec.layers + 1):
                 emit(FREE, *activations[layer])

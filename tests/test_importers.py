@@ -44,6 +44,7 @@ def test_capture_attribution_exec_ids_and_flushes(tmp_path):
     assert list(faults["addr"] // BLOCK) == [0x100, 0x101, 0x101, 0x100]
     assert list(faults["exec_id"]) == [0, 0, 1, 2]
     assert list(faults["len"][:2]) == [4096, 4096]  # bytes moved within each block
+    assert list(launches["len"]) == [10, 10, 10]  # kernel durations
     assert t.records[0]["flags"] == ITER_FLUSHED and t.records[-1]["flags"] == ITER_END
     assert t.access_set
     assert t.meta["kernels"][1] == ["kern_a", [4, 1, 1], [128, 1, 1], 1]

@@ -4,13 +4,13 @@
  *
  * Learning.  Every FAULT updates the tables of the exec ID that was running:
  * the faulted block becomes a successor of the previous `levels` faults of
- * the same execution, the first fault of an execution becomes a start block,
- * the latest fault the end block.  Every LAUNCH records the exec-ID succession.
+ * the same execution, and the first fault of an execution a start block.
+ * Every LAUNCH records the exec-ID succession.
  *
  * Prediction.  The core keeps a window of kernels it expects to run next,
  * chained through the exec-ID table from the running one.  Each window kernel
- * is walked breadth-first through its block table from its start blocks; the
- * walk does not continue past the kernel's end block.  Predicted blocks that
+ * is walked breadth-first through its block table from its start blocks, to
+ * where the table ends (DeepUM's end pointer: see docs/CORE.md).  Predicted blocks that
  * are not resident become PREFETCH commands, in the order the kernels are
  * expected.  A LAUNCH that matches the head of the window slides it; one that
  * does not resets it.  A FAULT walks the running kernel's table again from
@@ -456,9 +456,10 @@ static void adopt_entry(struct dum_corr *c, u32 heir, u32 way)
  * Predict @exec's blocks for launch clock tick @seq, breadth-first through its
  * table, in walk generation @gen: entries an earlier walk of the same
  * generation expanded are not expanded again.  From @from, or from the exec
- * ID's start blocks when @from is 0.  The end block's successors are not
- * followed: the kernel ends there.  Adds the blocks that newly joined the
- * window to *@added.  Returns false if it stopped early.
+ * ID's start blocks when @from is 0.  The walk ends where the exec ID's table
+ * does: histories restart at every launch, so no successor leads out of the
+ * kernel.  Adds the blocks that newly joined the window to *@added.  Returns
+ * false if it stopped early.
  *
  * With @heir other than DUM_NIL, every entry expanded is also copied into
  * @heir's table: the walk predicts for a new exec ID standing in for @exec.
@@ -468,7 +469,6 @@ static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
 {
 	struct dum_corr *c = &core->corr;
 	u32 exec_id = exec_id_of(core, heir == DUM_NIL ? exec : heir);
-	u64 end = c->exec_end[exec];
 	u32 head = 0, tail = 0;
 	u32 i, level;
 	bool broken;
@@ -503,8 +503,6 @@ static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
 		dum_corr_use(c, way);
 		if (heir != DUM_NIL)
 			adopt_entry(c, heir, way);
-		if (c->ways[way].blk == end && c->ways[way].blk != from)
-			continue;
 		/* Deeper levels bridge links that broke: a successor whose
 		 * entry was replaced, or a fault order never seen before. */
 		for (level = 0, broken = true; level < c->levels && broken; level++) {
@@ -543,12 +541,26 @@ static void window_reset(struct deepum_core *core)
 	core->launch_clock += core->cfg.lookahead_kernels + 1;
 }
 
+/*
+ * Blocks the window may hold.  With a capacity, at most half of it: the rest
+ * holds the running kernel and blocks reused past the window.  A window that
+ * claimed all of memory would leave faults only protected blocks to evict.
+ */
+static u64 window_block_budget(const struct deepum_core *core)
+{
+	u64 half = core->cfg.capacity_blocks / 2;
+
+	if (core->cfg.capacity_blocks && half < core->cfg.lookahead_blocks)
+		return half;
+	return core->cfg.lookahead_blocks;
+}
+
 /* Walk further ahead until the window is full, memory is, or the budget is spent. */
 static void window_extend(struct deepum_core *core)
 {
 	struct dum_corr *c = &core->corr;
 
-	while (core->walk_left && core->win_blocks < core->cfg.lookahead_blocks) {
+	while (core->walk_left && core->win_blocks < window_block_budget(core)) {
 		struct dum_window_slot *last = core->win_count ?
 			window_slot(core, core->win_count - 1) : NULL;
 		u64 added = 0;
@@ -633,7 +645,6 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		core->stats.exec_stand_ins++;
 		dum_mru_insert(dum_exec_starts(&core->corr, exec), NULL, core->corr.exec_nstarts,
 			       dum_exec_starts(&core->corr, head->exec)[0], 0);
-		core->corr.exec_end[exec] = core->corr.exec_end[head->exec];
 		walk(core, head->exec, 0, core->launch_clock, gen, exec, &added);
 		window_pop(core);
 		window_extend(core);
@@ -674,7 +685,6 @@ static void learn(struct deepum_core *core, u32 exec, u64 blk)
 		return;	/* the same block again: no self-successor */
 	if (!core->hist_len)
 		dum_mru_insert(dum_exec_starts(c, exec), NULL, c->exec_nstarts, blk, 0);
-	c->exec_end[exec] = blk;
 
 	switch (dum_corr_get(c, exec, blk, &way)) {
 	case DUM_CORR_REPLACED:
@@ -805,30 +815,36 @@ static void on_iteration(struct deepum_core *core, const struct deepum_record *r
 	core->hist_len = 0;
 }
 
-static bool record_valid(const struct deepum_core *core, const struct deepum_record *rec)
+int deepum_record_check(u32 block_shift, const struct deepum_record *rec)
 {
+	bool ok;
+
 	switch (rec->type) {
 	case DEEPUM_REC_LAUNCH:
-		return !rec->flags;
+		ok = !rec->flags;
+		break;
 	case DEEPUM_REC_FAULT:
-		return !(rec->flags & ~DEEPUM_FAULT_F_ALL) &&
-		       rec->aux <= DEEPUM_ACCESS_PREFETCH &&
-		       rec->addr >> core->cfg.block_shift;
+		ok = !(rec->flags & ~DEEPUM_FAULT_F_ALL) && rec->aux <= DEEPUM_ACCESS_PREFETCH &&
+		     rec->addr >> block_shift;
+		break;
 	case DEEPUM_REC_ALLOC:
 	case DEEPUM_REC_FREE:
-		return !rec->flags && rec->addr + rec->len >= rec->addr;
+		ok = !rec->flags && rec->addr + rec->len >= rec->addr;
+		break;
 	case DEEPUM_REC_ITERATION:
-		return !(rec->flags & ~DEEPUM_ITER_F_ALL);
+		ok = !(rec->flags & ~DEEPUM_ITER_F_ALL);
+		break;
 	default:
-		return false;
+		ok = false;
 	}
+	return ok ? 0 : -EINVAL;
 }
 
 int deepum_core_process(struct deepum_core *core, const struct deepum_record *rec,
 			struct deepum_cmd *cmds, u32 max_cmds, u32 *ncmds)
 {
 	*ncmds = 0;
-	if (!record_valid(core, rec))
+	if (deepum_record_check(core->cfg.block_shift, rec))
 		return -EINVAL;
 
 	core->out = cmds;
@@ -896,13 +912,6 @@ u32 deepum_core_exec_starts(const struct deepum_core *core, u32 exec_id, u64 *re
 	for (i = 0; i < n && i < core->corr.exec_nstarts && starts[i]; i++)
 		ret[i] = starts[i] << core->cfg.block_shift;
 	return i;
-}
-
-u64 deepum_core_exec_end(const struct deepum_core *core, u32 exec_id)
-{
-	u32 exec = exec_slot(core, exec_id);
-
-	return exec == DUM_NIL ? 0 : core->corr.exec_end[exec] << core->cfg.block_shift;
 }
 
 int deepum_core_block_successors(const struct deepum_core *core, u32 exec_id, u64 addr,

@@ -51,6 +51,11 @@ u32 deepum_core_max_cmds(const struct deepum_core *core);
 int deepum_core_process(struct deepum_core *core, const struct deepum_record *rec,
 			struct deepum_cmd *cmds, u32 max_cmds, u32 *ncmds);
 
+/* 0 if @rec is well formed for blocks of 1 << @block_shift bytes, else -EINVAL:
+ * an unknown type or flags, an access type above 4, a FAULT in block 0, or
+ * a range that wraps around. */
+int deepum_record_check(u32 block_shift, const struct deepum_record *rec);
+
 void deepum_core_get_stats(const struct deepum_core *core, struct deepum_stats *ret);
 /* Callers that time the core add their measurement here. */
 void deepum_core_add_time(struct deepum_core *core, u64 ns);
@@ -64,7 +69,6 @@ u64 deepum_hash_bytes(u64 hash, const void *data, u64 len);
 bool deepum_core_is_resident(const struct deepum_core *core, u64 addr);
 u32 deepum_core_exec_successors(const struct deepum_core *core, u32 exec_id, u32 *ret, u32 n);
 u32 deepum_core_exec_starts(const struct deepum_core *core, u32 exec_id, u64 *ret, u32 n);
-u64 deepum_core_exec_end(const struct deepum_core *core, u32 exec_id);
 /* Successor block addresses of @addr in @exec_id's table at @level; -1 if no entry. */
 int deepum_core_block_successors(const struct deepum_core *core, u32 exec_id, u64 addr,
 				 u32 level, u64 *ret, u32 n);

@@ -13,8 +13,7 @@ u64 dum_corr_mem_bytes(const struct deepum_config *cfg)
 
 	return ways * sizeof(struct dum_corr_way) +
 	       ways * cfg->corr_levels * cfg->corr_succs * (sizeof(u64) + sizeof(u32)) +
-	       execs * (cfg->exec_succs * sizeof(u64) +
-			cfg->exec_starts * sizeof(u64) + sizeof(u64));
+	       execs * (cfg->exec_succs + cfg->exec_starts) * sizeof(u64);
 }
 
 int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg)
@@ -36,8 +35,7 @@ int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg)
 	c->succ_way = dum_calloc(ways * c->levels * c->succs, sizeof(*c->succ_way));
 	c->exec_next = dum_calloc((u64)c->exec_slots * c->exec_nsuccs, sizeof(*c->exec_next));
 	c->exec_start = dum_calloc((u64)c->exec_slots * c->exec_nstarts, sizeof(*c->exec_start));
-	c->exec_end = dum_calloc(c->exec_slots, sizeof(*c->exec_end));
-	if (!c->ways || !c->succ || !c->succ_way || !c->exec_next || !c->exec_start || !c->exec_end) {
+	if (!c->ways || !c->succ || !c->succ_way || !c->exec_next || !c->exec_start) {
 		dum_corr_destroy(c);
 		return -ENOMEM;
 	}
@@ -51,7 +49,6 @@ void dum_corr_destroy(struct dum_corr *c)
 	dum_free(c->succ_way);
 	dum_free(c->exec_next);
 	dum_free(c->exec_start);
-	dum_free(c->exec_end);
 	memset(c, 0, sizeof(*c));
 }
 

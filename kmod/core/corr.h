@@ -2,9 +2,9 @@
 /*
  * Correlation tables.
  *
- * Exec-ID table: per exec ID, its most recent successor exec IDs (MRU first),
- * its most recent start blocks (first fault of an execution) and its end block
- * (last fault of the latest execution).  Indexed directly: exec IDs are dense.
+ * Exec-ID table: per exec ID, its most recent successor exec IDs (MRU first)
+ * and its most recent start blocks (first fault of an execution).  Indexed
+ * directly: exec IDs are dense.
  *
  * Block tables: per exec ID, for each UM block it faulted on, the blocks that
  * faulted after it in the same execution, kept for `levels` distances (level 0:
@@ -51,7 +51,6 @@ struct dum_corr {
 	u32 exec_nstarts;
 	u64 *exec_next;			/* exec_slots * exec_nsuccs, exec ID + 1, 0: empty */
 	u64 *exec_start;		/* exec_slots * exec_nstarts */
-	u64 *exec_end;			/* exec_slots */
 };
 
 int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg);

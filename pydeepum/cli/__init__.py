@@ -7,6 +7,7 @@ import click
 
 from .. import __version__
 from .replay import replay_cmd
+from .simulate import simulate_cmd
 from .trace import trace_group
 
 
@@ -17,4 +18,5 @@ def cli() -> None:
 
 
 cli.add_command(replay_cmd)
+cli.add_command(simulate_cmd)
 cli.add_command(trace_group)

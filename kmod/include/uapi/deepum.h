@@ -47,13 +47,15 @@
  * reads it as a structured array).  Field meaning per type:
  *
  *  type        ts  addr               len            exec_id     aux     flags
- *  LAUNCH      ns  kernel name hash   0              ID to run   stream  0
+ *  LAUNCH      ns  kernel name hash   duration ns*   ID to run   stream  0
  *  FAULT       ns  faulting address   bytes moved*   ID running  access  DEEPUM_FAULT_F_*
  *  ALLOC       ns  range start        range length   0           0       0
  *  FREE        ns  range start        range length   0           0       0
  *  ITERATION   ns  0                  0              0           index   DEEPUM_ITER_F_*
  *
- *  * 0 when the source does not know.  exec_id of a FAULT may be
+ *  * 0 when the source does not know.  A LAUNCH's duration is the kernel's
+ *    measured run time (in an access-set trace it includes fault stalls);
+ *    a FAULT's bytes are all the launch moved in that block.  exec_id of a FAULT may be
  *    DEEPUM_EXEC_NONE: the core then uses the exec ID of the last LAUNCH.
  *  "access" is one of DEEPUM_ACCESS_* (what the GPU fault buffer reports).
  * ------------------------------------------------------------------------ */

@@ -1,0 +1,596 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+#include <stdlib.h>
+
+#include "sim.h"
+#include "../../kmod/core/residency.h"
+
+#define NS_PER_SEC 1000000000ULL
+#define NEVER (~0ULL)
+
+/* Per tracked block, beside the residency map's slot. */
+struct sim_block {
+	__u64 arrival_ns;	/* when its copy lands (resident blocks) */
+	__u64 next_use;		/* ORACLE: record index of its next access */
+	__u32 pending;		/* prefetched and not touched yet */
+};
+
+struct dum_sim {
+	__u32 policy;
+	struct dum_sim_cost cost;
+	__u32 shift;
+	__u64 capacity;			/* blocks; 0: unlimited */
+
+	struct dum_residency res;	/* the GPU, LRM order (all but DEEPUM) */
+	struct sim_block *blocks;	/* by residency slot */
+	struct deepum_core *core;	/* DEEPUM */
+	struct deepum_cmd *cmds;
+	__u32 max_cmds;
+
+	/* ORACLE: resident blocks by next use, a lazy max-heap of (next_use, slot). */
+	struct heap_entry { __u64 next_use; __u32 slot; } *heap;
+	__u64 heap_len, heap_cap;
+	__u64 cursor;			/* next record the oracle may prefetch for */
+	__u64 launches;			/* LAUNCH records seen: index into compute_ns */
+
+	__u64 now;			/* the running kernel's clock */
+	__u64 compute;			/* ... and its compute time, paid when it ends */
+	bool in_kernel;
+	__u64 h2d_free, d2h_free;	/* when each link finishes what is queued */
+
+	struct dum_sim_iteration *iv;
+	__u32 iv_len, iv_cap;
+	bool iv_open;
+	__u64 iv_start;
+};
+
+static __u64 copy_ns(__u64 bytes, __u64 bytes_per_sec)
+{
+	return bytes_per_sec ? bytes * NS_PER_SEC / bytes_per_sec : 0;
+}
+
+static __u64 max64(__u64 a, __u64 b)
+{
+	return a > b ? a : b;
+}
+
+static struct dum_sim_iteration *cur(struct dum_sim *s)
+{
+	return &s->iv[s->iv_len - 1];
+}
+
+int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
+		   __u64 capacity_blocks, struct dum_sim **ret)
+{
+	struct deepum_config checked = *cfg;
+	struct dum_sim *s;
+	int err;
+
+	*ret = NULL;
+	if (policy > DUM_SIM_POLICY_MAX || !cost->fault_bytes || cost->tree_threshold_pct > 100 ||
+	    !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec)
+		return -EINVAL;
+	checked.capacity_blocks = capacity_blocks;
+	err = deepum_core_config_check(&checked);
+	if (err)
+		return err;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->policy = policy;
+	s->cost = *cost;
+	s->shift = checked.block_shift;
+	s->capacity = capacity_blocks;
+	s->iv_cap = 16;
+	s->iv = calloc(s->iv_cap, sizeof(*s->iv));
+	s->blocks = calloc(checked.block_max, sizeof(*s->blocks));
+	err = dum_residency_init(&s->res, checked.block_max);
+	if (err || !s->iv || !s->blocks)
+		goto out_fail;
+	if (policy == DUM_SIM_DEEPUM) {
+		err = deepum_core_create(&checked, &s->core);
+		if (err)
+			goto out_fail;
+		s->max_cmds = deepum_core_max_cmds(s->core);
+		s->cmds = calloc(s->max_cmds, sizeof(*s->cmds));
+		if (!s->cmds)
+			goto out_fail;
+	}
+	*ret = s;
+	return 0;
+
+out_fail:
+	dum_sim_destroy(s);
+	return err ? err : -ENOMEM;
+}
+
+void dum_sim_destroy(struct dum_sim *s)
+{
+	if (!s)
+		return;
+	deepum_core_destroy(s->core);
+	dum_residency_destroy(&s->res);
+	free(s->cmds);
+	free(s->blocks);
+	free(s->heap);
+	free(s->iv);
+	free(s);
+}
+
+/* ---- iterations and kernels ----------------------------------------- */
+
+static void end_kernel(struct dum_sim *s)
+{
+	if (!s->in_kernel)
+		return;
+	s->now += s->compute;
+	if (s->iv_open)
+		cur(s)->compute_ns += s->compute;
+	s->in_kernel = false;
+}
+
+static int open_iteration(struct dum_sim *s, __u64 index)
+{
+	if (s->iv_len == s->iv_cap) {
+		struct dum_sim_iteration *iv = realloc(s->iv, 2 * s->iv_cap * sizeof(*iv));
+
+		if (!iv)
+			return -ENOMEM;
+		s->iv = iv;
+		s->iv_cap *= 2;
+	}
+	memset(&s->iv[s->iv_len], 0, sizeof(s->iv[0]));
+	s->iv[s->iv_len++].iteration = index;
+	s->iv_open = true;
+	s->iv_start = NEVER;
+	return 0;
+}
+
+static void close_iteration(struct dum_sim *s)
+{
+	end_kernel(s);
+	if (s->iv_open && s->iv_start != NEVER)
+		cur(s)->time_ns = s->now - s->iv_start;
+	s->iv_open = false;
+}
+
+/* Everything went back to the host (access-set boundary); it takes no kernel time. */
+static void flush(struct dum_sim *s)
+{
+	dum_residency_clear(&s->res);
+	s->heap_len = 0;
+	s->h2d_free = s->d2h_free = s->now;
+}
+
+static void start_kernel(struct dum_sim *s, __u64 compute_ns)
+{
+	end_kernel(s);
+	if (s->iv_open && s->iv_start == NEVER)
+		s->iv_start = s->now;
+	s->compute = compute_ns;
+	s->in_kernel = true;
+}
+
+/* ---- demand faults (all policies) -------------------------------------- */
+
+/* Time to fault in the @bytes a kernel touched in one block. */
+static __u64 fault_ns(const struct dum_sim *s, __u64 bytes)
+{
+	__u64 pages = (bytes + s->cost.fault_bytes - 1) / s->cost.fault_bytes;
+	__u64 rounds = pages;
+
+	/* With the tree prefetcher, faults stop once the threshold is passed. */
+	if (s->policy != DUM_SIM_DEMAND)
+		rounds = (pages * s->cost.tree_threshold_pct + 99) / 100;
+	return rounds * s->cost.fault_ns;
+}
+
+/* A kernel waits for a fault of @bytes: fault rounds, then the copy, which
+ * takes the host-to-device link ahead of any queued prefetch. */
+static void charge_fault(struct dum_sim *s, __u64 bytes)
+{
+	__u64 copy = copy_ns(bytes, s->cost.h2d_bytes_per_sec);
+	__u64 stall = fault_ns(s, bytes) + copy;
+
+	s->now += stall;
+	s->h2d_free = max64(s->h2d_free, s->now - copy) + copy;
+	cur(s)->fault_stall_ns += stall;
+	cur(s)->faults++;
+	cur(s)->h2d_bytes += bytes;
+}
+
+/* The fault path evicts before it can migrate: the kernel waits for it. */
+static void charge_fault_eviction(struct dum_sim *s)
+{
+	__u64 stall = copy_ns(1ULL << s->shift, s->cost.d2h_bytes_per_sec);
+
+	s->now += stall;
+	cur(s)->fault_stall_ns += stall;
+	cur(s)->fault_evictions++;
+	cur(s)->evictions++;
+	cur(s)->d2h_bytes += 1ULL << s->shift;
+}
+
+/* ---- DEMAND and UVM ---------------------------------------------------- */
+
+static int access_demand(struct dum_sim *s, __u64 blk, __u64 bytes)
+{
+	__u32 slot = dum_residency_get(&s->res, blk);
+
+	if (slot == DUM_NIL)
+		return -ENOMEM;
+	if (dum_block_resident(dum_block_at(&s->res, slot)))
+		return 0;
+	if (s->capacity && s->res.resident >= s->capacity) {
+		dum_residency_remove(&s->res, s->res.lrm_head);
+		charge_fault_eviction(s);
+	}
+	charge_fault(s, bytes);
+	dum_residency_touch(&s->res, slot);
+	return 0;
+}
+
+/* ---- DEEPUM ------------------------------------------------------------ */
+
+/* Blocks of one prefetch range land together when the range's copy ends. */
+static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __u32 n, __u64 not_before)
+{
+	__u64 bytes = (__u64)n << s->shift;
+	__u64 start = max64(max64(s->h2d_free, s->now), not_before);
+	__u64 done = start + s->cost.prefetch_range_ns + copy_ns(bytes, s->cost.prefetch_bytes_per_sec);
+	__u32 i;
+
+	s->h2d_free = done;
+	cur(s)->h2d_bytes += bytes;
+	cur(s)->prefetches += n;
+	for (i = 0; i < n; i++) {
+		__u32 slot = dum_residency_get(&s->res, first[i].addr >> s->shift);
+
+		if (slot != DUM_NIL) {
+			s->blocks[slot].arrival_ns = done;
+			s->blocks[slot].pending = 1;
+		}
+	}
+}
+
+static int by_address(const void *a, const void *b)
+{
+	const struct deepum_cmd *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/*
+ * Evictions and discards first (they make the room), then the prefetches,
+ * sorted by address and coalesced into contiguous ranges, as a backend does:
+ * the driver charges per range, so long ranges are what makes prefetching
+ * reach the link's bandwidth.
+ */
+static void apply_commands(struct dum_sim *s, __u32 n)
+{
+	__u64 evicted_by = 0;
+	__u32 i, npf = 0, run;
+
+	for (i = 0; i < n; i++) {
+		const struct deepum_cmd *cmd = &s->cmds[i];
+		__u32 slot;
+
+		if (cmd->op == DEEPUM_CMD_PREFETCH) {
+			s->cmds[npf++] = *cmd;
+			continue;
+		}
+		slot = dum_residency_find(&s->res, cmd->addr >> s->shift);
+		if (slot != DUM_NIL)
+			s->blocks[slot].pending = 0;
+		if (cmd->flags & DEEPUM_CMD_F_DEMAND) {
+			charge_fault_eviction(s);
+		} else {
+			__u64 cost = cmd->op == DEEPUM_CMD_DISCARD ? s->cost.discard_ns :
+				copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+
+			s->d2h_free = max64(s->d2h_free, s->now) + cost;
+			evicted_by = s->d2h_free;
+			if (cmd->op == DEEPUM_CMD_EVICT) {
+				cur(s)->evictions++;
+				cur(s)->d2h_bytes += 1ULL << s->shift;
+			}
+		}
+	}
+	qsort(s->cmds, npf, sizeof(*s->cmds), by_address);
+	for (i = 0; i < npf; i += run) {
+		for (run = 1; i + run < npf &&
+		     s->cmds[i + run].addr == s->cmds[i].addr + ((__u64)run << s->shift); run++)
+			;
+		prefetch_range(s, &s->cmds[i], run, evicted_by);
+	}
+}
+
+static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
+{
+	__u32 n;
+	int err = deepum_core_process(s->core, rec, s->cmds, s->max_cmds, &n);
+
+	if (!err)
+		apply_commands(s, n);
+	return err;
+}
+
+static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u64 bytes)
+{
+	__u64 blk = rec->addr >> s->shift;
+	__u32 slot = dum_residency_get(&s->res, blk);
+	struct sim_block *b;
+
+	if (slot == DUM_NIL)
+		return -ENOMEM;
+	b = &s->blocks[slot];
+	if (deepum_core_is_resident(s->core, rec->addr)) {
+		cur(s)->useful += b->pending;
+		b->pending = 0;
+		if (b->arrival_ns <= s->now)
+			return 0;
+		/* Late: the GPU faults and waits for the copy in flight. */
+		cur(s)->late++;
+		cur(s)->late_stall_ns += b->arrival_ns - s->now;
+		s->now = b->arrival_ns;
+		return feed_core(s, rec);
+	}
+	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
+	charge_fault(s, bytes);
+	b->arrival_ns = s->now;
+	return feed_core(s, rec);
+}
+
+/* ---- ORACLE ------------------------------------------------------------ */
+
+static int heap_push(struct dum_sim *s, __u64 next_use, __u32 slot)
+{
+	__u64 i;
+
+	if (s->heap_len == s->heap_cap) {
+		__u64 cap = s->heap_cap ? 2 * s->heap_cap : 1024;
+		struct heap_entry *h = realloc(s->heap, cap * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		s->heap = h;
+		s->heap_cap = cap;
+	}
+	for (i = s->heap_len++; i && s->heap[(i - 1) / 2].next_use < next_use; i = (i - 1) / 2)
+		s->heap[i] = s->heap[(i - 1) / 2];
+	s->heap[i].next_use = next_use;
+	s->heap[i].slot = slot;
+	return 0;
+}
+
+static void heap_pop(struct dum_sim *s)
+{
+	struct heap_entry last = s->heap[--s->heap_len];
+	__u64 i = 0, child;
+
+	while ((child = 2 * i + 1) < s->heap_len) {
+		if (child + 1 < s->heap_len && s->heap[child + 1].next_use > s->heap[child].next_use)
+			child++;
+		if (s->heap[child].next_use <= last.next_use)
+			break;
+		s->heap[i] = s->heap[child];
+		i = child;
+	}
+	if (s->heap_len)
+		s->heap[i] = last;
+}
+
+/* The resident block used farthest in the future (entries go stale when a
+ * block is used again or leaves; those are dropped here). */
+static __u32 oracle_victim(struct dum_sim *s)
+{
+	while (s->heap_len) {
+		struct heap_entry top = s->heap[0];
+		const struct dum_block *b = dum_block_at(&s->res, top.slot);
+
+		if (dum_block_resident(b) && s->blocks[top.slot].next_use == top.next_use)
+			return top.slot;
+		heap_pop(s);
+	}
+	return DUM_NIL;
+}
+
+/*
+ * Bring the block record @idx needs onto the GPU as early as the link and
+ * Belady's rule allow: a victim must be used later than this block.  Returns
+ * 1 if it could not (memory holds only blocks needed sooner), 0, or -errno.
+ */
+static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u64 idx,
+			__u64 next_use, bool now_needed)
+{
+	__u32 slot = dum_residency_get(&s->res, rec->addr >> s->shift);
+	struct sim_block *b;
+
+	if (slot == DUM_NIL)
+		return -ENOMEM;
+	b = &s->blocks[slot];
+	if (dum_block_resident(dum_block_at(&s->res, slot))) {
+		b->next_use = next_use;
+		return heap_push(s, next_use, slot);
+	}
+	if (s->capacity && s->res.resident >= s->capacity) {
+		__u32 victim = oracle_victim(s);
+
+		if (victim != DUM_NIL && (now_needed || s->blocks[victim].next_use > idx))
+			heap_pop(s);
+		else if (now_needed)
+			victim = s->res.lrm_head;	/* no use is known for any resident block */
+		else
+			return 1;
+		dum_residency_remove(&s->res, victim);
+		s->d2h_free = max64(s->d2h_free, s->now) + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+		cur(s)->evictions++;
+		cur(s)->d2h_bytes += 1ULL << s->shift;
+	}
+	dum_residency_touch(&s->res, slot);
+	s->h2d_free = max64(s->h2d_free, s->now) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
+	b->arrival_ns = s->h2d_free;
+	b->pending = 1;
+	b->next_use = next_use;
+	cur(s)->h2d_bytes += 1ULL << s->shift;
+	cur(s)->prefetches++;
+	return heap_push(s, next_use, slot);
+}
+
+static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, const __u64 *next_use,
+			 __u64 i, __u64 n)
+{
+	__u64 blk = recs[i].addr >> s->shift;
+	__u32 slot;
+	int err;
+
+	/* Prefetch ahead, in order of need, until memory holds only sooner needs. */
+	if (s->cursor <= i)
+		s->cursor = i + 1;
+	while (s->cursor < n) {
+		const struct deepum_record *r = &recs[s->cursor];
+
+		if (r->type == DEEPUM_REC_ITERATION && r->flags & DEEPUM_ITER_F_FLUSHED)
+			break;
+		if (r->type == DEEPUM_REC_FAULT) {
+			err = oracle_fetch(s, r, s->cursor, next_use[s->cursor], false);
+			if (err < 0)
+				return err;
+			if (err)
+				break;
+		}
+		s->cursor++;
+	}
+	slot = dum_residency_find(&s->res, blk);
+	if (slot == DUM_NIL || !dum_block_resident(dum_block_at(&s->res, slot))) {
+		err = oracle_fetch(s, &recs[i], i, next_use[i], true);
+		if (err < 0)
+			return err;
+		slot = dum_residency_find(&s->res, blk);
+	}
+	s->blocks[slot].next_use = next_use[i];
+	cur(s)->useful += s->blocks[slot].pending;
+	s->blocks[slot].pending = 0;
+	if (s->blocks[slot].arrival_ns > s->now) {
+		cur(s)->late++;
+		cur(s)->late_stall_ns += s->blocks[slot].arrival_ns - s->now;
+		s->now = s->blocks[slot].arrival_ns;
+	}
+	return heap_push(s, next_use[i], slot);
+}
+
+/* ---- the record loop ------------------------------------------------- */
+
+static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const __u64 *compute,
+		      const __u64 *next_use, __u64 i, __u64 n)
+{
+	const struct deepum_record *rec = &recs[i];
+	__u64 bytes;
+	int err = 0;
+
+	if (rec->type == DEEPUM_REC_ITERATION) {
+		close_iteration(s);
+		if (rec->flags & DEEPUM_ITER_F_FLUSHED)
+			flush(s);
+		if (s->core)
+			err = feed_core(s, rec);
+		if (!err && !(rec->flags & DEEPUM_ITER_F_END))
+			err = open_iteration(s, rec->aux);
+		return err;
+	}
+	if (rec->type != DEEPUM_REC_LAUNCH && rec->type != DEEPUM_REC_FAULT)
+		return s->core ? feed_core(s, rec) : 0;
+	/* Kernels before any ITERATION record form an iteration of their own. */
+	if (!s->iv_open) {
+		err = open_iteration(s, s->iv_len ? cur(s)->iteration + 1 : 0);
+		if (err)
+			return err;
+	}
+	switch (rec->type) {
+	case DEEPUM_REC_LAUNCH:
+		start_kernel(s, compute[s->launches++]);
+		return s->core ? feed_core(s, rec) : 0;
+	case DEEPUM_REC_FAULT:
+		bytes = rec->len ? rec->len : 1ULL << s->shift;
+		cur(s)->accesses++;
+		switch (s->policy) {
+		case DUM_SIM_DEEPUM:
+			return access_deepum(s, rec, bytes);
+		case DUM_SIM_ORACLE:
+			return access_oracle(s, recs, next_use, i, n);
+		default:
+			return access_demand(s, rec->addr >> s->shift, bytes);
+		}
+	}
+	return 0;
+}
+
+int dum_sim_run(struct dum_sim *s, const struct deepum_record *recs, const __u64 *compute_ns,
+		const __u64 *next_use, __u64 n, __u64 lo, __u64 hi, __u64 *bad_index)
+{
+	__u64 i;
+	int err;
+
+	if (s->policy == DUM_SIM_ORACLE && !next_use)
+		return -EINVAL;
+	for (i = lo; i < hi && i < n; i++) {
+		err = deepum_record_check(s->shift, &recs[i]);
+		if (!err)
+			err = sim_record(s, recs, compute_ns, next_use, i, n);
+		if (err) {
+			*bad_index = i;
+			return err;
+		}
+	}
+	return 0;
+}
+
+__u32 dum_sim_iterations(const struct dum_sim *s, struct dum_sim_iteration *ret, __u32 n)
+{
+	__u32 count = n < s->iv_len ? n : s->iv_len;
+
+	memcpy(ret, s->iv, count * sizeof(*ret));
+	/* The open iteration, up to the kernel running now. */
+	if (count && count == s->iv_len && s->iv_open && s->iv_start != NEVER)
+		ret[count - 1].time_ns = s->now + (s->in_kernel ? s->compute : 0) - s->iv_start;
+	return count;
+}
+
+int dum_sim_next_use(const struct deepum_record *recs, __u64 n, __u32 block_shift, __u64 *next_use)
+{
+	struct dum_residency seen;	/* block -> slot, for the last index below */
+	__u64 *later, i;
+	__u32 cap = 1024, slot, known;
+	int err;
+
+	/* Count blocks to size the map. */
+	for (i = 0; i < n; i++)
+		cap += recs[i].type == DEEPUM_REC_FAULT;
+	if (cap > DEEPUM_CFG_BLOCK_MAX_MAX)
+		cap = DEEPUM_CFG_BLOCK_MAX_MAX;
+	err = dum_residency_init(&seen, cap);
+	if (err)
+		return err;
+	later = malloc((__u64)cap * sizeof(*later));
+	if (!later) {
+		dum_residency_destroy(&seen);
+		return -ENOMEM;
+	}
+	for (i = n; i-- > 0;) {
+		next_use[i] = NEVER;
+		if (recs[i].type != DEEPUM_REC_FAULT)
+			continue;
+		known = seen.used;
+		slot = dum_residency_get(&seen, recs[i].addr >> block_shift);
+		if (slot == DUM_NIL) {
+			err = -ENOMEM;
+			break;
+		}
+		if (seen.used != known)
+			later[slot] = NEVER;	/* first sighting, from the end */
+		next_use[i] = later[slot];
+		later[slot] = i;
+	}
+	free(later);
+	dum_residency_destroy(&seen);
+	return err;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Trace-driven simulation of a training loop on a GPU of a given capacity:
+ * how long each iteration would take under a memory policy.
+ *
+ * Kernels run one after another.  A kernel first waits for the blocks it
+ * touches (in trace order), then computes for its compute time.  A touched
+ * block that is resident costs nothing; one still being prefetched costs the
+ * wait for its copy; an absent one is a demand fault, serviced as nvidia-uvm
+ * does on the H200 (see docs/SIMULATOR.md for the model and its calibration):
+ * sequential fault rounds of fault_us each, one per 64 KiB page that faults
+ * (with the tree prefetcher, only the pages before the 51% threshold fault),
+ * plus the copy on the host-to-device link.  A fault that finds the GPU full
+ * first evicts the least recently migrated block, on the fault path.
+ *
+ * Policies:
+ *   DEMAND  demand paging, 64 KiB granularity, no prefetching, LRM eviction;
+ *   UVM     DEMAND plus nvidia-uvm's tree prefetcher inside each 2 MiB block;
+ *   DEEPUM  the prefetch core in the loop: its prefetches, coalesced into
+ *           contiguous ranges, queue on the link behind faults and pay a
+ *           per-range cost; its pre-evictions use the device-to-host link;
+ *           misses fault as under UVM;
+ *   ORACLE  Belady eviction and perfect prefetching at link bandwidth: every
+ *           block arrives as early as link and capacity allow.
+ * The ideal bound of an iteration (computed by the caller) is max(compute,
+ * the oracle's bytes / link bandwidth).
+ */
+#ifndef _DEEPUM_SIM_H
+#define _DEEPUM_SIM_H
+
+#include "../../kmod/core/core.h"
+
+#define DUM_SIM_DEMAND	0
+#define DUM_SIM_UVM	1
+#define DUM_SIM_DEEPUM	2
+#define DUM_SIM_ORACLE	3
+#define DUM_SIM_POLICY_MAX 3
+
+/* Costs, in ns and bytes per second (from a calibration file). */
+struct dum_sim_cost {
+	__u64 h2d_bytes_per_sec;	/* the link: demand copies, the oracle's prefetches */
+	__u64 d2h_bytes_per_sec;	/* evictions on the fault path */
+	__u64 prefetch_bytes_per_sec;	/* driver prefetch ranges, beyond their fixed cost */
+	__u64 evict_bytes_per_sec;	/* pre-evictions (asynchronous) */
+	__u64 fault_ns;			/* one dependent fault round */
+	__u64 prefetch_range_ns;	/* driver cost per prefetch range */
+	__u64 discard_ns;		/* per discarded block */
+	__u32 fault_bytes;		/* fault granularity (64 KiB) */
+	__u32 tree_threshold_pct;	/* UVM's tree prefetcher threshold (51) */
+};
+
+struct dum_sim_iteration {
+	__u64 time_ns;		/* first kernel's start to last kernel's end */
+	__u64 compute_ns;
+	__u64 fault_stall_ns;	/* time kernels waited on demand faults */
+	__u64 late_stall_ns;	/* time kernels waited on prefetches in flight */
+	__u64 accesses;
+	__u64 faults;		/* blocks that were absent when touched */
+	__u64 late;		/* blocks still being prefetched when touched */
+	__u64 h2d_bytes;	/* faults and prefetches */
+	__u64 d2h_bytes;	/* evictions */
+	__u64 prefetches;
+	__u64 useful;		/* prefetched blocks touched before they left */
+	__u64 evictions;
+	__u64 fault_evictions;	/* evictions on the fault path */
+	__u64 iteration;	/* index from the ITERATION record */
+};
+
+struct dum_sim;
+
+/*
+ * @compute_ns: one entry per LAUNCH record of @recs, in order.  @capacity_blocks
+ * 0 means unlimited.  For DEEPUM, @cfg configures the core (its capacity is
+ * set to @capacity_blocks); the other policies use only its block_shift and
+ * block_max.
+ */
+int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
+		   __u64 capacity_blocks, struct dum_sim **ret);
+void dum_sim_destroy(struct dum_sim *s);
+/*
+ * For each of @n records, the index of the next FAULT record on the same
+ * block (~0 if none): the oracle's knowledge of the future.  FAULT records
+ * only; other entries are ~0.  Returns 0 or -ENOMEM.
+ */
+int dum_sim_next_use(const struct deepum_record *recs, __u64 n, __u32 block_shift, __u64 *next_use);
+
+/*
+ * Simulate records [@lo, @hi) of a trace of @n: call with consecutive ranges.
+ * The whole trace is passed so that ORACLE can look ahead.  @compute_ns has
+ * one entry per LAUNCH record of the whole trace; @next_use comes from
+ * dum_sim_next_use() (ORACLE only; may be NULL otherwise).  Returns 0,
+ * -EINVAL (a malformed record, index in *@bad_index) or -ENOMEM.
+ */
+int dum_sim_run(struct dum_sim *s, const struct deepum_record *recs, const __u64 *compute_ns,
+		const __u64 *next_use, __u64 n, __u64 lo, __u64 hi, __u64 *bad_index);
+/* Iterations so far (the last may still be open). */
+__u32 dum_sim_iterations(const struct dum_sim *s, struct dum_sim_iteration *ret, __u32 n);
+
+#endif /* _DEEPUM_SIM_H */

@@ -1,0 +1,275 @@
+"""Trace-driven simulation: iteration time per memory policy and GPU
+capacity, with the real prefetch core in the loop for `deepum`.
+
+The engine is C (pydeepum/_native_src/sim.h says what it models); this
+module turns a calibration file into its cost model, finds the kernels'
+compute times, runs the policies, and reports.  docs/SIMULATOR.md explains
+the model, its calibration and its validation against the H200.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._lowlevel import constant, errno_error, ffi, lib, struct_fields
+from .config import Config, checked, to_cdata
+from .errors import DeepumInputError, RecordError
+from .trace import LAUNCH, Trace
+
+POLICIES = {
+    "demand": constant("DUM_SIM_DEMAND"),
+    "uvm": constant("DUM_SIM_UVM"),
+    "deepum": constant("DUM_SIM_DEEPUM"),
+    "oracle": constant("DUM_SIM_ORACLE"),
+}
+_CHUNK = 200_000
+_ITER_FIELDS = struct_fields("dum_sim_iteration")
+MIB = 1 << 20
+
+
+def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int]:
+    """struct dum_sim_cost's fields from a calibration (h200.json's keys).
+
+    fault_ns: a dependent 2 MiB block fault (dependent_2MiB_block_fault_us,
+    mean of the measured range) is 51% of its 32 pages faulting one after
+    another (the tree prefetcher brings the rest) plus the copy:
+    round = (block fault - block / H2D bandwidth) / ceil(0.51 * 32).
+    prefetch_range_ns and prefetch_bytes_per_sec: least-squares fit of
+    time = overhead + size / rate to the measured batch-prefetch rates by range
+    size (batch_prefetch_GBps_by_range_size).
+    """
+    try:
+        gbps = lambda key: float(cal[key]) * 1e9  # noqa: E731
+        h2d = gbps("link_h2d_pinned_GBps")
+        page = int(cal["uvm_defaults"]["big_page_bytes"])
+        threshold = int(cal["uvm_defaults"]["prefetch_threshold_percent"])
+        dependent_us = statistics.mean(float(x) for x in cal["dependent_2MiB_block_fault_us"])
+        by_size = cal["batch_prefetch_GBps_by_range_size"]
+        discard_ms = float(cal["discard_batch_4096x2MiB_ms"])
+        d2h, evict = gbps("link_d2h_pinned_GBps"), gbps("evict_to_host_bulk_GBps")
+    except (KeyError, TypeError, ValueError) as e:
+        raise DeepumInputError(f"calibration lacks a usable {e}") from None
+    rounds = -(-block_bytes // page * threshold // 100)
+    fault_ns = (dependent_us * 1e3 - block_bytes / h2d * 1e9) / rounds
+    sizes, times = [], []
+    for key, rate in by_size.items():
+        if key.endswith("MiB") and key[:-3].isdigit():
+            size = int(key[:-3]) * MIB
+            sizes.append(size)
+            times.append(size / (float(rate) * 1e9) * 1e9)
+    if len(sizes) < 2:
+        raise DeepumInputError("calibration needs batch_prefetch_GBps_by_range_size for 2+ sizes")
+    per_byte, overhead = np.polyfit(sizes, times, 1)  # time = overhead + size * per_byte
+    return {
+        "h2d_bytes_per_sec": int(h2d),
+        "d2h_bytes_per_sec": int(d2h),
+        "prefetch_bytes_per_sec": int(1e9 / per_byte),
+        "evict_bytes_per_sec": int(evict),
+        "fault_ns": int(fault_ns),
+        "prefetch_range_ns": int(max(overhead, 0)),
+        "discard_ns": int(discard_ms * 1e6 / 4096),
+        "fault_bytes": page,
+        "tree_threshold_pct": threshold,
+    }
+
+
+def compute_from_trace(trace: Trace) -> np.ndarray:
+    """Each LAUNCH's own duration (right for traces taken without faults)."""
+    return trace.records[trace.records["type"] == LAUNCH]["len"].astype(np.uint64)
+
+
+def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
+    """Compute times from a resident profile CSV (scripts/gpu/profile_*):
+    the k-th kernel of every trace iteration gets the median duration of the
+    k-th kernel of the profiled iterations, whose kernel counts must match."""
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", newline="") as f:
+            rows = list(csv.DictReader(f))
+        by_iter: dict[str, list[int]] = {}
+        for r in rows:
+            by_iter.setdefault(r["iteration"], []).append(int(r["dur_ns"]))
+    except (OSError, KeyError, ValueError, EOFError) as e:
+        raise DeepumInputError(f"{path}: not a kernel profile: {e}") from None
+    lengths = {len(v) for v in by_iter.values()}
+    if len(lengths) != 1:
+        raise DeepumInputError(f"{path}: profiled iterations differ in kernel count: {sorted(lengths)}")
+    per_position = np.median(np.array(list(by_iter.values())), axis=0).astype(np.uint64)
+    out = []
+    launches = trace.records["type"] == LAUNCH
+    for it, start, end in trace.iteration_bounds():
+        n = int(launches[start:end].sum())
+        if n != len(per_position):
+            raise DeepumInputError(
+                f"{path}: {len(per_position)} kernels per profiled iteration, trace iteration {it} has {n}")
+        out.append(per_position)
+    before = int(launches[: trace.iteration_bounds()[0][1]].sum()) if trace.iteration_bounds() else 0
+    if before or not out:
+        raise DeepumInputError("the trace has launches outside its iterations")
+    return np.concatenate(out)
+
+
+@dataclass(frozen=True)
+class SimIteration:
+    policy: str
+    capacity_bytes: int
+    iteration: int
+    time_ns: int
+    compute_ns: int
+    fault_stall_ns: int
+    late_stall_ns: int
+    ideal_ns: int
+    accesses: int
+    faults: int
+    late: int
+    h2d_bytes: int
+    d2h_bytes: int
+    prefetches: int
+    useful: int
+    evictions: int
+    fault_evictions: int
+
+    @property
+    def fraction_of_ideal(self) -> float:
+        return self.ideal_ns / self.time_ns if self.time_ns else 1.0
+
+    @property
+    def accuracy(self) -> float:
+        return self.useful / self.prefetches if self.prefetches else 1.0
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(fraction_of_ideal=self.fraction_of_ideal, accuracy=self.accuracy)
+        return d
+
+
+@dataclass(frozen=True)
+class SimReport:
+    iterations: list[SimIteration]
+    steady_from: int
+    cost: dict[str, int]
+    compute_source: str
+
+    def steady(self, policy: str, capacity: int) -> list[SimIteration]:
+        return [it for it in self.iterations
+                if it.policy == policy and it.capacity_bytes == capacity and it.iteration >= self.steady_from]
+
+    def mean_time_ns(self, policy: str, capacity: int) -> float:
+        items = self.steady(policy, capacity)
+        return statistics.mean(it.time_ns for it in items) if items else 0.0
+
+    def coverage(self, policy: str, capacity: int) -> float:
+        """Share of demand paging's faults this policy avoided (steady state)."""
+        ours = sum(it.faults for it in self.steady(policy, capacity))
+        base = sum(it.faults for it in self.steady("demand", capacity))
+        return max(0.0, 1 - ours / base) if base else 1.0
+
+    def summary(self) -> list[dict]:
+        rows = []
+        for policy in dict.fromkeys(it.policy for it in self.iterations):
+            for cap in dict.fromkeys(it.capacity_bytes for it in self.iterations):
+                items = self.steady(policy, cap)
+                if not items:
+                    continue
+                time = statistics.mean(it.time_ns for it in items)
+                ideal = statistics.mean(it.ideal_ns for it in items)
+                rows.append({
+                    "policy": policy, "capacity_bytes": cap, "iterations": len(items),
+                    "time_ms": time / 1e6, "ideal_ms": ideal / 1e6, "fraction_of_ideal": ideal / time,
+                    "faults": statistics.mean(it.faults for it in items),
+                    "h2d_gib": statistics.mean(it.h2d_bytes for it in items) / (1 << 30),
+                    "accuracy": sum(it.useful for it in items) / max(1, sum(it.prefetches for it in items)),
+                })
+        return rows
+
+    def as_dict(self) -> dict:
+        return {"steady_from": self.steady_from, "cost": self.cost, "compute_source": self.compute_source,
+                "summary": self.summary(), "iterations": [it.as_dict() for it in self.iterations]}
+
+
+class _NativeSim:
+    def __init__(self, policy: str, cfg: Config, cost: dict[str, int], capacity_blocks: int):
+        c = ffi.new("struct dum_sim_cost *", cost)
+        ptr = ffi.new("struct dum_sim **")
+        rc = lib.dum_sim_create(POLICIES[policy], to_cdata(cfg), c, capacity_blocks, ptr)
+        if rc < 0:
+            raise errno_error(rc, f"simulate {policy}")
+        self._s = ffi.gc(ptr[0], lib.dum_sim_destroy)
+
+    def run(self, recs, compute, next_use, n: int, lo: int, hi: int) -> None:
+        bad = ffi.new("__u64 *")
+        rc = lib.dum_sim_run(self._s, recs, compute, next_use, n, lo, hi, bad)
+        if rc == -22:
+            raise RecordError(int(bad[0]), "malformed record")
+        if rc < 0:
+            raise errno_error(rc, "simulate")
+
+    def iterations(self) -> list[dict[str, int]]:
+        n = 64
+        while True:
+            out = ffi.new("struct dum_sim_iteration[]", n)
+            got = lib.dum_sim_iterations(self._s, out, n)
+            if got < n:
+                return [{f: int(getattr(out[i], f)) for f in _ITER_FIELDS} for i in range(got)]
+            n *= 2
+
+
+def simulate(
+    trace: Trace,
+    capacities: list[int],
+    policies: list[str],
+    cfg: Config,
+    cost: dict[str, int],
+    compute_ns: np.ndarray,
+    compute_source: str = "trace",
+    steady_from: int = 2,
+    progress: Callable[[int], None] | None = None,
+) -> SimReport:
+    """Simulate @trace at each capacity in bytes (0: unlimited) under each policy."""
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise DeepumInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    cfg = checked(dataclasses.replace(cfg, block_shift=trace.block_shift))
+    records = np.ascontiguousarray(trace.records)
+    n = len(records)
+    if len(compute_ns) != int((records["type"] == LAUNCH).sum()):
+        raise DeepumInputError("one compute time per LAUNCH record is needed")
+    compute = np.ascontiguousarray(compute_ns, dtype=np.uint64)
+    recs = ffi.from_buffer("struct deepum_record[]", records)
+    comp = ffi.from_buffer("__u64[]", compute)
+    next_use = np.zeros(max(n, 1), dtype=np.uint64)
+    nu = ffi.from_buffer("__u64[]", next_use)
+    rc = lib.dum_sim_next_use(recs, n, trace.block_shift, nu)
+    if rc < 0:
+        raise errno_error(rc, "simulate")
+    runs = ["oracle"] + [p for p in policies if p != "oracle"]
+    results = []
+    for cap in capacities:
+        blocks = cap >> trace.block_shift
+        if cap and not blocks:
+            raise DeepumInputError(f"capacity {cap} B is less than one block")
+        per_policy = {}
+        for policy in runs:
+            sim = _NativeSim(policy, cfg, cost, blocks)
+            for lo in range(0, n, _CHUNK):
+                sim.run(recs, comp, nu, n, lo, min(n, lo + _CHUNK))
+                if progress:
+                    progress(min(_CHUNK, n - lo))
+            per_policy[policy] = sim.iterations()
+        oracle = per_policy["oracle"]
+        for policy in policies:
+            for k, it in enumerate(per_policy[policy]):
+                needed = oracle[k]["h2d_bytes"] if k < len(oracle) else it["h2d_bytes"]
+                ideal = max(it["compute_ns"], int(needed * 1e9 / cost["h2d_bytes_per_sec"]))
+                results.append(SimIteration(policy=policy, capacity_bytes=cap, ideal_ns=ideal, **it))
+    return SimReport(iterations=results, steady_from=steady_from, cost=cost, compute_source=compute_source)

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Every CUDA driver entry point libdeepum touches, in ONE list.  The enum,
+ * the function-pointer types, the table of real functions, the names looked
+ * up in libcuda, the exported trampolines, the cuGetProcAddress substitution
+ * and the rtld-audit redirection are all generated from it, so there is no
+ * second table to keep in step.
+ *
+ * X(kind, name, handler, stream, params, args)
+ *   kind     HOOK   intercepted: libdeepum exports a trampoline of this name
+ *                   that calls on_<handler>(); cuGetProcAddress and dlsym on
+ *                   libcuda hand the trampoline out instead of the driver's
+ *            USE    called by libdeepum; without it deepum stays off
+ *            MAYBE  called by libdeepum when the driver has it
+ *   name     the symbol libcuda exports (the ABI, not the cuda.h macro)
+ *   handler  shared by the variants of one API (legacy / per-thread stream)
+ *   stream   what a NULL stream means for the entry point: LEGACY or
+ *            PER_THREAD (the _ptsz variants), NONE when it takes no stream
+ */
+#ifndef _DEEPUM_ENTRY_POINTS_H
+#define _DEEPUM_ENTRY_POINTS_H
+
+#include "cuda_abi.h"
+
+#define LAUNCH_KERNEL_PARAMS                                                                  \
+	(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,          \
+	 unsigned int block_x, unsigned int block_y, unsigned int block_z,                     \
+	 unsigned int shared_bytes, CUstream stream, void **params, void **extra)
+#define LAUNCH_KERNEL_ARGS \
+	(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream, params, extra)
+#define LAUNCH_KERNEL_EX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+#define LAUNCH_KERNEL_EX_ARGS (config, f, params, extra)
+#define LAUNCH_COOPERATIVE_PARAMS                                                             \
+	(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,          \
+	 unsigned int block_x, unsigned int block_y, unsigned int block_z,                     \
+	 unsigned int shared_bytes, CUstream stream, void **params)
+#define LAUNCH_COOPERATIVE_ARGS \
+	(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream, params)
+#define GET_PROC_ADDRESS_PARAMS (const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
+#define GET_PROC_ADDRESS_ARGS (symbol, pfn, cuda_version, flags)
+#define GET_PROC_ADDRESS_V2_PARAMS                                                            \
+	(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,                   \
+	 CUdriverProcAddressQueryResult *status)
+#define GET_PROC_ADDRESS_V2_ARGS (symbol, pfn, cuda_version, flags, status)
+
+#define DEEPUM_ENTRY_POINTS(X)                                                                \
+	X(HOOK, cuLaunchKernel, launch_kernel, LEGACY, LAUNCH_KERNEL_PARAMS, LAUNCH_KERNEL_ARGS) \
+	X(HOOK, cuLaunchKernel_ptsz, launch_kernel, PER_THREAD, LAUNCH_KERNEL_PARAMS,          \
+	  LAUNCH_KERNEL_ARGS)                                                                   \
+	X(HOOK, cuLaunchKernelEx, launch_kernel_ex, LEGACY, LAUNCH_KERNEL_EX_PARAMS,           \
+	  LAUNCH_KERNEL_EX_ARGS)                                                                \
+	X(HOOK, cuLaunchKernelEx_ptsz, launch_kernel_ex, PER_THREAD, LAUNCH_KERNEL_EX_PARAMS,  \
+	  LAUNCH_KERNEL_EX_ARGS)                                                                \
+	X(HOOK, cuLaunchCooperativeKernel, launch_cooperative, LEGACY, LAUNCH_COOPERATIVE_PARAMS, \
+	  LAUNCH_COOPERATIVE_ARGS)                                                              \
+	X(HOOK, cuLaunchCooperativeKernel_ptsz, launch_cooperative, PER_THREAD,                \
+	  LAUNCH_COOPERATIVE_PARAMS, LAUNCH_COOPERATIVE_ARGS)                                   \
+	X(HOOK, cuMemAlloc_v2, mem_alloc, NONE, (CUdeviceptr *dptr, size_t size), (dptr, size)) \
+	X(HOOK, cuMemAllocPitch_v2, mem_alloc_pitch, NONE,                                     \
+	  (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int element), \
+	  (dptr, pitch, width, height, element))                                                \
+	X(HOOK, cuMemFree_v2, mem_free, NONE, (CUdeviceptr dptr), (dptr))                      \
+	X(HOOK, cuGetProcAddress, get_proc_address, NONE, GET_PROC_ADDRESS_PARAMS,             \
+	  GET_PROC_ADDRESS_ARGS)                                                                \
+	X(HOOK, cuGetProcAddress_v2, get_proc_address_v2, NONE, GET_PROC_ADDRESS_V2_PARAMS,    \
+	  GET_PROC_ADDRESS_V2_ARGS)                                                             \
+	X(USE, cuFuncGetName, -, NONE, (const char **name, CUfunction f), ())                  \
+	X(USE, cuFuncGetParamInfo, -, NONE,                                                    \
+	  (CUfunction f, size_t index, size_t *offset, size_t *size), ())                      \
+	X(MAYBE, cuKernelGetName, -, NONE, (const char **name, CUkernel k), ())                \
+	X(MAYBE, cuKernelGetParamInfo, -, NONE,                                                \
+	  (CUkernel k, size_t index, size_t *offset, size_t *size), ())                        \
+	X(USE, cuStreamWriteValue64_v2, -, NONE,                                               \
+	  (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags), ())       \
+	X(USE, cuLaunchHostFunc, -, NONE, (CUstream stream, CUhostFn fn, void *data), ())      \
+	X(USE, cuStreamIsCapturing, -, NONE, (CUstream stream, CUstreamCaptureStatus *status), ()) \
+	X(USE, cuMemAllocManaged, -, NONE, (CUdeviceptr *dptr, size_t size, unsigned int flags), ()) \
+	X(USE, cuMemHostAlloc, -, NONE, (void **ptr, size_t size, unsigned int flags), ())     \
+	X(USE, cuMemHostGetDevicePointer_v2, -, NONE,                                          \
+	  (CUdeviceptr *dptr, void *ptr, unsigned int flags), ())                             \
+	X(USE, cuMemGetAddressRange_v2, -, NONE,                                               \
+	  (CUdeviceptr *base, size_t *size, CUdeviceptr dptr), ())                            \
+	X(USE, cuCtxGetDevice, -, NONE, (CUdevice *dev), ())                                  \
+	X(USE, cuDeviceGetAttribute, -, NONE, (int *value, CUdevice_attribute attr, CUdevice dev), ())
+
+enum deepum_entry {
+#define ENTRY_ENUM(kind, name, handler, stream, params, args) ENTRY_##name,
+	DEEPUM_ENTRY_POINTS(ENTRY_ENUM)
+#undef ENTRY_ENUM
+	ENTRY_COUNT
+};
+
+#define ENTRY_TYPEDEF(kind, name, handler, stream, params, args) typedef CUresult(*name##_fn) params;
+DEEPUM_ENTRY_POINTS(ENTRY_TYPEDEF)
+#undef ENTRY_TYPEDEF
+
+enum entry_stream { STREAM_NONE, STREAM_LEGACY, STREAM_PER_THREAD };
+
+/* The driver's functions, resolved once (intercept.c). */
+extern void *deepum_real[ENTRY_COUNT];
+extern const enum entry_stream deepum_entry_stream[ENTRY_COUNT];
+
+/* The real @name, typed: REAL(cuMemFree_v2)(dptr). */
+#define REAL(name) ((name##_fn)deepum_real[ENTRY_##name])
+
+#endif /* _DEEPUM_ENTRY_POINTS_H */

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Interception: the driver's real entry points, the exported trampolines,
+ * the cuGetProcAddress substitution, and start-up (configuration, tables,
+ * attach), done once on the first CUDA call rather than in a constructor:
+ * a process that never calls CUDA (a shell, a forked data-loader worker)
+ * then pays nothing and prints nothing.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deepum_user.h"
+
+struct deepum_state deepum = { .device_fd = -1 };
+void *deepum_real[ENTRY_COUNT];
+
+enum entry_kind { KIND_HOOK, KIND_USE, KIND_MAYBE };
+
+static const char *const entry_name[ENTRY_COUNT] = {
+#define ENTRY_NAME(kind, name, handler, stream, params, args) [ENTRY_##name] = #name,
+	DEEPUM_ENTRY_POINTS(ENTRY_NAME)
+#undef ENTRY_NAME
+};
+
+static const enum entry_kind entry_kind[ENTRY_COUNT] = {
+#define ENTRY_KIND(kind, name, handler, stream, params, args) [ENTRY_##name] = KIND_##kind,
+	DEEPUM_ENTRY_POINTS(ENTRY_KIND)
+#undef ENTRY_KIND
+};
+
+const enum entry_stream deepum_entry_stream[ENTRY_COUNT] = {
+#define ENTRY_STREAM(kind, name, handler, stream, params, args) [ENTRY_##name] = STREAM_##stream,
+	DEEPUM_ENTRY_POINTS(ENTRY_STREAM)
+#undef ENTRY_STREAM
+};
+
+/*
+ * The trampolines.  A hook runs only once deepum is active; before that, and
+ * for ever after a failure, the call goes straight to the driver.  An entry
+ * point the driver lacks can only have been found through libdeepum's own
+ * export (dlsym(RTLD_DEFAULT, ...)): it answers as the driver would for an
+ * unknown function.
+ */
+#define TRAMPOLINE_HOOK(name, handler, params, args)                                          \
+	DEEPUM_EXPORT CUresult name params                                                    \
+	{                                                                                     \
+		deepum_init_once();                                                           \
+		if (!deepum_real[ENTRY_##name])                                               \
+			return CUDA_ERROR_NOT_FOUND;                                          \
+		if (!deepum_active())                                                         \
+			return REAL(name) args;                                               \
+		return on_##handler(ENTRY_##name, REAL(name), EXPAND args);                   \
+	}
+#define TRAMPOLINE_USE(name, handler, params, args)
+#define TRAMPOLINE_MAYBE(name, handler, params, args)
+#define TRAMPOLINE(kind, name, handler, stream, params, args) \
+	TRAMPOLINE_##kind(name, handler, params, args)
+DEEPUM_ENTRY_POINTS(TRAMPOLINE)
+#undef TRAMPOLINE
+
+static void *const hook_address[ENTRY_COUNT] = {
+#define HOOK_ADDRESS_HOOK(name) [ENTRY_##name] = (void *)name,
+#define HOOK_ADDRESS_USE(name)
+#define HOOK_ADDRESS_MAYBE(name)
+#define HOOK_ADDRESS(kind, name, handler, stream, params, args) HOOK_ADDRESS_##kind(name)
+	DEEPUM_ENTRY_POINTS(HOOK_ADDRESS)
+#undef HOOK_ADDRESS
+};
+
+void *deepum_hook_address(const char *symbol)
+{
+	for (int e = 0; e < ENTRY_COUNT; e++)
+		if (hook_address[e] && strcmp(symbol, entry_name[e]) == 0)
+			return hook_address[e];
+	return NULL;
+}
+
+/* cuGetProcAddress takes an API's base name ("cuMemAlloc") and returns one
+ * of its ABI versions ("cuMemAlloc_v2", "cuLaunchKernel_ptsz"). */
+static bool names_same_api(const char *requested, const char *entry)
+{
+	size_t n = strlen(requested);
+
+	return strncmp(requested, entry, n) == 0 && (entry[n] == '\0' || entry[n] == '_');
+}
+
+/*
+ * Swap a driver function for its trampoline.  Matching is by address, not by
+ * name: only the exact function libdeepum wraps (same ABI, same stream
+ * semantics) is replaced, so a version or variant it does not know keeps the
+ * driver's.  Those are counted (getproc_unmatched): on a new driver, a
+ * non-zero count means launches are being missed.
+ */
+static void *trampoline_for(void *driver_fn, const char *symbol)
+{
+	for (int e = 0; e < ENTRY_COUNT; e++) {
+		if (hook_address[e] && deepum_real[e] == driver_fn) {
+			COUNT(getproc_hooked, 1);
+			return hook_address[e];
+		}
+	}
+	for (int e = 0; e < ENTRY_COUNT; e++) {
+		if (hook_address[e] && names_same_api(symbol, entry_name[e])) {
+			COUNT(getproc_unmatched, 1);
+			break;
+		}
+	}
+	return driver_fn;
+}
+
+CUresult on_get_proc_address(enum deepum_entry which, cuGetProcAddress_fn real,
+			     EXPAND GET_PROC_ADDRESS_PARAMS)
+{
+	CUresult rc = real(symbol, pfn, cuda_version, flags);
+
+	(void)which;
+	if (rc == CUDA_SUCCESS && symbol && pfn && *pfn)
+		*pfn = trampoline_for(*pfn, symbol);
+	return rc;
+}
+
+CUresult on_get_proc_address_v2(enum deepum_entry which, cuGetProcAddress_v2_fn real,
+				EXPAND GET_PROC_ADDRESS_V2_PARAMS)
+{
+	CUresult rc = real(symbol, pfn, cuda_version, flags, status);
+
+	(void)which;
+	if (rc == CUDA_SUCCESS && symbol && pfn && *pfn)
+		*pfn = trampoline_for(*pfn, symbol);
+	return rc;
+}
+
+static void warn(const char *message)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "deepum: %s\n", message);
+
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+		return;	/* nowhere left to complain */
+}
+
+void deepum_disable(const char *reason)
+{
+	const char *none = NULL;
+
+	atomic_store_explicit(&deepum.active, false, memory_order_release);
+	if (atomic_compare_exchange_strong(&deepum.disabled_reason, &none, reason))
+		warn(reason);
+}
+
+#ifdef DEEPUM_FAULT_INJECTION
+bool deepum_inject(const char *what)
+{
+	const char *list = getenv("DEEPUM_TEST_FAIL");
+	size_t n = strlen(what);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, what, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+#endif
+
+void *deepum_calloc(size_t n, size_t size)
+{
+	return deepum_inject("alloc") ? NULL : calloc(n, size);
+}
+
+/* Reasons built at start-up, written once under pthread_once. */
+static char startup_reason[256];
+
+/*
+ * The driver's functions, from the libcuda the process uses.  dlopen of the
+ * soname returns the copy already loaded; dlsym(RTLD_NEXT) would not do:
+ * the CUDA runtime loads libcuda RTLD_LOCAL, outside the global scope.
+ */
+static bool resolve_entry_points(void)
+{
+	void *libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+
+	if (!libcuda) {
+		snprintf(startup_reason, sizeof(startup_reason),
+			 "libcuda.so.1 cannot be loaded; CUDA calls pass straight through");
+		return false;
+	}
+	for (int e = 0; e < ENTRY_COUNT; e++)
+		deepum_real[e] = dlsym(libcuda, entry_name[e]);
+	for (int e = 0; e < ENTRY_COUNT; e++) {
+		if (entry_kind[e] == KIND_USE && !deepum_real[e]) {
+			snprintf(startup_reason, sizeof(startup_reason),
+				 "the driver lacks %s (CUDA 12.4 or newer is needed); "
+				 "CUDA calls pass straight through", entry_name[e]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Index of getenv(@name) in @choices (NULL-terminated), @fallback if unset, -1 if invalid. */
+static int env_choice(const char *name, const char *const *choices, int fallback)
+{
+	const char *value = getenv(name);
+
+	if (!value || !*value)
+		return fallback;
+	for (int i = 0; choices[i]; i++)
+		if (strcmp(value, choices[i]) == 0)
+			return i;
+	snprintf(startup_reason, sizeof(startup_reason),
+		 "%s=%s is not a valid setting; CUDA calls pass straight through", name, value);
+	return -1;
+}
+
+static bool read_config(void)
+{
+	static const char *const modes[] = { "off", "auto", "observe", NULL };
+	static const char *const deliveries[] = { "write", "callback", NULL };
+	static const char *const booleans[] = { "0", "1", NULL };
+	int mode = env_choice("DEEPUM_MODE", modes, MODE_AUTO);
+	int delivery = env_choice("DEEPUM_DELIVERY", deliveries, DELIVERY_WRITE);
+	int managed = env_choice("DEEPUM_MANAGED", booleans, 0);
+	const char *exec_max = getenv("DEEPUM_EXEC_MAX");
+
+	if (mode < 0 || delivery < 0 || managed < 0)
+		return false;
+	deepum.mode = mode;
+	deepum.delivery = delivery;
+	deepum.managed = managed;
+	deepum.exec_max = DEEPUM_CFG_EXEC_MAX_DEFAULT;
+	if (exec_max && *exec_max) {
+		char *end;
+		unsigned long n = strtoul(exec_max, &end, 0);
+
+		if (*end || n < DEEPUM_CFG_EXEC_MAX_MIN || n > DEEPUM_CFG_EXEC_MAX_MAX) {
+			snprintf(startup_reason, sizeof(startup_reason),
+				 "DEEPUM_EXEC_MAX=%s is outside [%u, %u]; CUDA calls pass straight through",
+				 exec_max, DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX);
+			return false;
+		}
+		deepum.exec_max = (u32)n;
+	}
+	return true;
+}
+
+static void deepum_init(void)
+{
+	const char *device = getenv("DEEPUM_DEVICE");
+	const char *attach_failure = NULL;
+
+	deepum.init_pid = getpid();
+	stats_init();
+	if (!resolve_entry_points() || !read_config()) {
+		deepum_disable(startup_reason);
+		return;
+	}
+	if (deepum.mode == MODE_OFF)
+		return;
+	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init() || !ring_init() ||
+	    !stats_tables_init()) {
+		deepum_disable("cannot allocate its tables; CUDA calls pass straight through");
+		return;
+	}
+	if (!delivery_attach(device && *device ? device : "/dev/deepum", &attach_failure) &&
+	    deepum.mode == MODE_AUTO) {
+		deepum_disable(attach_failure);
+		return;
+	}
+	atomic_store_explicit(&deepum.active, true, memory_order_release);
+}
+
+void deepum_init_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, deepum_init);
+}
