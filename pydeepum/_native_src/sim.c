@@ -261,14 +261,15 @@ static int by_address(const void *a, const void *b)
 
 /*
  * Evictions and discards first (they make the room), then the prefetches,
- * sorted by address and coalesced into contiguous ranges, as a backend does:
- * the driver charges per range, so long ranges are what makes prefetching
- * reach the link's bandwidth.
+ * kernel by kernel in the order they are expected, each kernel's sorted by
+ * address and coalesced into contiguous ranges, as a backend does: the driver
+ * charges per range, so long ranges are what makes prefetching reach the
+ * link's bandwidth, and sorting across kernels would delay the next one's.
  */
 static void apply_commands(struct dum_sim *s, __u32 n)
 {
 	__u64 evicted_by = 0;
-	__u32 i, npf = 0, run;
+	__u32 i, npf = 0, run, group;
 
 	for (i = 0; i < n; i++) {
 		const struct deepum_cmd *cmd = &s->cmds[i];
@@ -295,9 +296,14 @@ static void apply_commands(struct dum_sim *s, __u32 n)
 			}
 		}
 	}
-	qsort(s->cmds, npf, sizeof(*s->cmds), by_address);
+	/* Per predicted kernel, in the order the kernels are expected. */
+	for (i = 0; i < npf; i = group) {
+		for (group = i + 1; group < npf && s->cmds[group].exec_id == s->cmds[i].exec_id; group++)
+			;
+		qsort(&s->cmds[i], group - i, sizeof(*s->cmds), by_address);
+	}
 	for (i = 0; i < npf; i += run) {
-		for (run = 1; i + run < npf &&
+		for (run = 1; i + run < npf && s->cmds[i + run].exec_id == s->cmds[i].exec_id &&
 		     s->cmds[i + run].addr == s->cmds[i].addr + ((__u64)run << s->shift); run++)
 			;
 		prefetch_range(s, &s->cmds[i], run, evicted_by);
