@@ -12,9 +12,9 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize test-kernel bench clean
+.PHONY: all demo test test-unit test-sanitize test-kernel bench userlib fakecuda bench-launch test-gpu clean
 
-all: $(VENV)/.installed
+all: $(VENV)/.installed userlib
 
 # The package (and its cffi extension, which compiles the core) in a venv.
 # Rebuilt when any C or Python source of it changes.
@@ -30,8 +30,15 @@ demo: $(VENV)/.installed
 
 test: test-unit test-sanitize test-kernel
 
-test-unit: $(VENV)/.installed
+test-unit: $(VENV)/.installed userlib fakecuda
 	$(VPY) -m pytest -q
+
+# libdeepum (CUDA interception) and its test doubles: plain C, no CUDA toolkit.
+userlib:
+	$(MAKE) -C userlib
+
+fakecuda: userlib
+	$(MAKE) -C tests/fakecuda
 
 # The core under AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer):
 # allocation failures, then a randomized stream of 1M records.
@@ -48,6 +55,14 @@ test-kernel: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(VPY) scripts/bench_core
+	$(VPY) scripts/bench_simulate
+
+# GPU machine only (userlib/README.md): never in CI.
+bench-launch: $(VENV)/.installed userlib
+	$(VPY) scripts/bench_launch
+
+test-gpu: $(VENV)/.installed userlib
+	$(VPY) -m pytest -m gpu tests/gpu -v
 
 clean:
 	rm -rf build $(VENV) pydeepum/_native*.so pydeepum/*.egg-info *.egg-info

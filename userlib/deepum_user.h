@@ -85,51 +85,32 @@ static inline bool deepum_active(void)
 	return atomic_load_explicit(&deepum.active, memory_order_acquire);
 }
 
-/* intercept.c: the one-way switch to pass-through, with the process's only
- * warning.  @reason must be a string literal or otherwise static. */
-void deepum_disable(const char *reason);
-/* Resolve the real entry points and read the configuration, once. */
+#define EXPAND(...) __VA_ARGS__
+/* A parenthesised list as a bare one: UNPAREN(LAUNCH_KERNEL_PARAMS). */
+#define UNPAREN(list) EXPAND list
+
+/* The hooks' handlers: on_<handler>(which entry point, its real function,
+ * its arguments), one per API, shared by its stream variants. */
+#define HANDLER_HOOK(name, handler, params) \
+	CUresult on_##handler(enum deepum_entry which, name##_fn real, EXPAND params);
+#define HANDLER_USE(name, handler, params)
+#define HANDLER_MAYBE(name, handler, params)
+#define HANDLER(kind, name, handler, stream, params, args) HANDLER_##kind(name, handler, params)
+DEEPUM_ENTRY_POINTS(HANDLER)
+#undef HANDLER
+
+/* intercept.c */
+/* Resolve the real entry points and start deepum, once, on the first call. */
 void deepum_init_once(void);
-
-/* launch.c: tables sized from the configuration; false on allocation failure. */
-bool launch_tables_init(u32 exec_max);
-
-struct launch {
-	CUfunction func;
-	unsigned int shape[7];		/* grid x y z, block x y z, shared bytes */
-	CUstream stream;
-	bool per_thread_stream;		/* a NULL stream means the thread's own */
-	void **params;
-	void **extra;
-};
-/* Identify the launch, record it, deliver its exec ID in stream order. */
-void launch_before(const struct launch *l);
-
-
-/* delivery.c */
-bool delivery_attach(const char *device_path, const char **reason);
-bool delivery_tables_init(void);
-/* Enqueue @exec_id on @l's stream before its launch; returns the stream's
- * slot (the "stream" of records and ioctls), or DEEPUM_PAGE_STREAMS. */
-u32 delivery_enqueue(const struct launch *l, u32 exec_id, u64 name_hash);
-void delivery_report_free(u64 addr, u64 len);
-
-/* ring.c: records for the engine and the tracer, lock-free, never blocking. */
-bool ring_init(void);
-void ring_push(u32 type, u64 addr, u64 len, u32 exec_id, u32 aux);
-bool ring_pop(struct deepum_record *ret);
-u32 ring_capacity(void);
-u64 deepum_now_ns(void);
-
-/* stats.c */
-bool stats_init(void);
-void stats_write(void);
-
-/* calloc that DEEPUM_TEST_FAIL=alloc can make fail (test builds). */
+/* The one-way switch to pass-through, with the process's only warning.
+ * @reason must outlive the process's use of it (a literal or static). */
+void deepum_disable(const char *reason);
+/* The trampoline exported as @symbol, or NULL. */
+void *deepum_hook_address(const char *symbol);
+/* calloc that DEEPUM_TEST_FAIL=alloc makes fail (test builds). */
 void *deepum_calloc(size_t n, size_t size);
-
-/* Test builds only: DEEPUM_TEST_FAIL names a failure to simulate. */
 #ifdef DEEPUM_FAULT_INJECTION
+/* Test builds only: whether DEEPUM_TEST_FAIL names @what. */
 bool deepum_inject(const char *what);
 #else
 static inline bool deepum_inject(const char *what)
@@ -138,5 +119,40 @@ static inline bool deepum_inject(const char *what)
 	return false;
 }
 #endif
+
+/* launch.c */
+struct launch {
+	CUfunction func;
+	unsigned int shape[7];		/* grid x y z, block x y z, dynamic shared bytes */
+	CUstream stream;
+	bool per_thread_stream;		/* a NULL stream is the calling thread's own */
+	void **params;
+	void **extra;
+};
+
+/* Tables sized for @exec_max exec IDs; false if they cannot be allocated. */
+bool launch_tables_init(u32 exec_max);
+/* The kernel-name hash of @exec_id (0 if unknown). */
+u64 launch_name_hash(u32 exec_id);
+
+/* delivery.c */
+bool delivery_tables_init(void);
+/* Open and attach @device_path; on failure *@reason says why. */
+bool delivery_attach(const char *device_path, const char **reason);
+/* Enqueue @exec_id on @l's stream, before its launch.  Returns the stream's
+ * slot (the "stream" of records and ioctls), DEEPUM_PAGE_STREAMS for none. */
+u32 delivery_enqueue(const struct launch *l, u32 exec_id);
+/* A range is dead: tell the module (if attached) and the ring, before the
+ * real free. */
+void delivery_report_free(u64 addr, u64 len);
+
+/* ring.c: records for the engine and the tracer. */
+bool ring_init(void);
+void ring_push(u32 type, u64 addr, u64 len, u32 exec_id, u32 aux);
+bool ring_pop(struct deepum_record *ret);
+u32 ring_capacity(void);
+
+/* stats.c: expand DEEPUM_STATS; the file is written at exit. */
+void stats_init(void);
 
 #endif /* _DEEPUM_USER_H */

@@ -76,6 +76,7 @@
 	X(USE, cuStreamIsCapturing, -, NONE, (CUstream stream, CUstreamCaptureStatus *status), ()) \
 	X(USE, cuMemAllocManaged, -, NONE, (CUdeviceptr *dptr, size_t size, unsigned int flags), ()) \
 	X(USE, cuMemHostAlloc, -, NONE, (void **ptr, size_t size, unsigned int flags), ())     \
+	X(USE, cuMemFreeHost, -, NONE, (void *ptr), ())                                       \
 	X(USE, cuMemHostGetDevicePointer_v2, -, NONE,                                          \
 	  (CUdeviceptr *dptr, void *ptr, unsigned int flags), ())                             \
 	X(USE, cuMemGetAddressRange_v2, -, NONE,                                               \

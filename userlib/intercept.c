@@ -115,7 +115,7 @@ static void *trampoline_for(void *driver_fn, const char *symbol)
 }
 
 CUresult on_get_proc_address(enum deepum_entry which, cuGetProcAddress_fn real,
-			     EXPAND GET_PROC_ADDRESS_PARAMS)
+			     UNPAREN(GET_PROC_ADDRESS_PARAMS))
 {
 	CUresult rc = real(symbol, pfn, cuda_version, flags);
 
@@ -126,7 +126,7 @@ CUresult on_get_proc_address(enum deepum_entry which, cuGetProcAddress_fn real,
 }
 
 CUresult on_get_proc_address_v2(enum deepum_entry which, cuGetProcAddress_v2_fn real,
-				EXPAND GET_PROC_ADDRESS_V2_PARAMS)
+				UNPAREN(GET_PROC_ADDRESS_V2_PARAMS))
 {
 	CUresult rc = real(symbol, pfn, cuda_version, flags, status);
 
@@ -252,17 +252,23 @@ static void deepum_init(void)
 {
 	const char *device = getenv("DEEPUM_DEVICE");
 	const char *attach_failure = NULL;
+	bool resolved;
 
 	deepum.init_pid = getpid();
 	stats_init();
-	if (!resolve_entry_points() || !read_config()) {
+	/* The trampolines need the driver's functions even when deepum is off. */
+	resolved = resolve_entry_points();
+	if (!read_config()) {
 		deepum_disable(startup_reason);
 		return;
 	}
 	if (deepum.mode == MODE_OFF)
 		return;
-	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init() || !ring_init() ||
-	    !stats_tables_init()) {
+	if (!resolved) {
+		deepum_disable(startup_reason);
+		return;
+	}
+	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init() || !ring_init()) {
 		deepum_disable("cannot allocate its tables; CUDA calls pass straight through");
 		return;
 	}

@@ -1,0 +1,77 @@
+"""deepumctl run."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import DeepumError, DeepumInputError
+from ..run import DELIVERIES, MODES, CommandNotRunnable, RunOptions, RunResult, run
+from ._common import fail_on_input_errors, gib
+
+
+def _summary_lines(result: RunResult) -> list[str]:
+    if not result.processes:
+        return ["deepum: no process made a CUDA driver call through libdeepum"]
+    t = result.totals()
+    first = result.processes[0]
+    lines = [f"deepum: {len(result.processes)} CUDA process{'es' if len(result.processes) > 1 else ''}; "
+             f"mode {first['mode']}, delivery {first['delivery']}, "
+             f"managed memory {'on' if first['managed'] else 'off'}"]
+    launches = t.get("launches", 0)
+    hits = t.get("exec_hits", 0)
+    lines.append(f"  launches {launches:,}, exec IDs {t.get('exec_new', 0):,}, "
+                 f"known-ID hits {hits / launches:.1%}" if launches else "  launches 0")
+    steady = result.steady_state()
+    if steady["launches"]:
+        lines.append(f"  iterations from the 2nd on: {steady['iterations']}, launches {steady['launches']:,}, "
+                     f"known-ID hits {steady['exec_hits'] / steady['launches']:.2%}")
+    untracked = t.get("exec_untracked", 0) + t.get("launches_unidentified", 0)
+    if untracked:
+        lines.append(f"  untracked launches {untracked:,} (a table was full or a kernel had no name)")
+    lines.append(f"  exec IDs delivered in stream order {t.get('delivered', 0):,}"
+                 f" (skipped: {t.get('delivery_skipped_capture', 0):,} in graph capture,"
+                 f" {t.get('delivery_skipped_streams', 0):,} beyond the stream slots)")
+    lines.append(f"  managed allocations {t.get('allocs_redirected', 0):,} ({gib(t.get('bytes_redirected', 0))}),"
+                 f" fell back to device memory {t.get('allocs_fallback', 0):,}, frees reported {t.get('frees_reported', 0):,}")
+    for proc in result.processes:
+        if proc.get("disabled_reason"):
+            lines.append(f"  pid {proc['pid']}: deepum was off: {proc['disabled_reason']}")
+    return lines
+
+
+@click.command("run", context_settings={"allow_interspersed_args": False})
+@click.option("--stats", "stats_path", type=click.Path(dir_okay=False),
+              help="Write every CUDA process's statistics, and their totals, to this JSON file.")
+@click.option("--delivery", type=click.Choice(DELIVERIES), default="write", show_default=True,
+              help="How the exec ID about to run reaches deepum: a stream memory write, "
+                   "or a host callback (DeepUM's original, ~70x slower per launch).")
+@click.option("--no-managed", is_flag=True, help="Leave device allocations as they are (no managed memory).")
+@click.option("--mode", type=click.Choice(MODES), default=None,
+              help="auto: use the kernel module if loaded (default); observe: intercept and "
+                   "identify without prefetching; off: pass everything through.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@fail_on_input_errors
+def run_cmd(stats_path, delivery, no_managed, mode, command):
+    """Run COMMAND under libdeepum; exit with COMMAND's status.
+
+    Use -- before COMMAND if it has options of its own:
+    deepumctl run --stats s.json -- python train.py --epochs 1
+    """
+    try:
+        result = run(command, RunOptions(delivery=delivery, managed=not no_managed, mode=mode))
+    except CommandNotRunnable as e:
+        click.echo(f"deepumctl run: {e}", err=True)
+        sys.exit(e.returncode)
+    except DeepumInputError:
+        raise
+    except DeepumError as e:
+        raise click.ClickException(str(e)) from None
+    for line in _summary_lines(result):
+        click.echo(line, err=True)
+    if stats_path:
+        with open(stats_path, "w") as f:
+            json.dump(result.as_dict(), f, indent=2, sort_keys=True)
+    sys.exit(result.returncode)

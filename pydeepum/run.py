@@ -1,0 +1,147 @@
+"""Running a program under libdeepum (what `deepumctl run` does): the
+environment, the child process, and the statistics its CUDA processes leave.
+
+libdeepum is loaded both as LD_PRELOAD (programs that call the driver by
+symbol) and as LD_AUDIT (the CUDA runtime, which looks the driver up through
+its own dlopen handle; userlib/README.md explains).  Every CUDA process of the
+run writes its statistics to a file of its own (DEEPUM_STATS with %p);
+`run()` collects them once the command exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DeepumError, DeepumInputError
+
+LIBRARY_ENV = "DEEPUM_LIB"
+DELIVERIES = ("write", "callback")
+MODES = ("auto", "observe", "off")
+
+
+class LibraryNotFound(DeepumInputError):
+    """libdeepum.so is neither where DEEPUM_LIB says nor in the build tree."""
+
+
+class CommandNotRunnable(DeepumError):
+    """The command could not be started; @returncode is what a shell would give."""
+
+    def __init__(self, command: str, why: str, returncode: int):
+        super().__init__(f"{command}: {why}")
+        self.returncode = returncode
+
+
+def find_library() -> Path:
+    """libdeepum.so: $DEEPUM_LIB, else the source tree's build/userlib/."""
+    configured = os.environ.get(LIBRARY_ENV)
+    path = Path(configured) if configured else Path(__file__).resolve().parent.parent / "build/userlib/libdeepum.so"
+    if not path.is_file():
+        raise LibraryNotFound(f"{path}: no such library; build it with `make -C userlib`"
+                              f" or point {LIBRARY_ENV} at libdeepum.so")
+    return path.resolve()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    delivery: str = "write"
+    managed: bool = True
+    mode: str | None = None  # None: libdeepum's own default ("auto")
+
+    def __post_init__(self) -> None:
+        if self.delivery not in DELIVERIES:
+            raise DeepumInputError(f"delivery must be one of {', '.join(DELIVERIES)}, got {self.delivery!r}")
+        if self.mode is not None and self.mode not in MODES:
+            raise DeepumInputError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+
+@dataclass
+class RunResult:
+    command: list[str]
+    returncode: int  # as a shell reports it: 128 + N for death by signal N
+    processes: list[dict[str, Any]] = field(default_factory=list)  # libdeepum's stats, one per CUDA process
+
+    def totals(self) -> dict[str, int]:
+        """Counters summed over the processes."""
+        out: dict[str, int] = {}
+        for proc in self.processes:
+            for key, value in proc.get("counters", {}).items():
+                out[key] = out.get(key, 0) + int(value)
+        return out
+
+    def steady_state(self, first: int = 1) -> dict[str, int]:
+        """Launches and known-ID hits from iteration index @first on (0-based),
+        summed over the processes that marked iterations."""
+        out = {"iterations": 0, "launches": 0, "exec_hits": 0, "exec_new": 0}
+        for proc in self.processes:
+            for it in proc.get("iterations", [])[first:]:
+                out["iterations"] += 1
+                for key in ("launches", "exec_hits", "exec_new"):
+                    out[key] += int(it[key])
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "returncode": self.returncode, "totals": self.totals(),
+                "steady_state": self.steady_state(), "processes": self.processes}
+
+
+def _prepend(value: str, existing: str | None) -> str:
+    return f"{value}:{existing}" if existing else value
+
+
+def environment(base: Mapping[str, str], library: Path, options: RunOptions, stats_pattern: str) -> dict[str, str]:
+    """The child's environment: @base plus libdeepum and its settings."""
+    env = dict(base)
+    env["LD_PRELOAD"] = _prepend(str(library), base.get("LD_PRELOAD"))
+    env["LD_AUDIT"] = _prepend(str(library), base.get("LD_AUDIT"))
+    env["DEEPUM_STATS"] = stats_pattern
+    env["DEEPUM_DELIVERY"] = options.delivery
+    env["DEEPUM_MANAGED"] = "1" if options.managed else "0"
+    if options.mode is not None:
+        env["DEEPUM_MODE"] = options.mode
+    return env
+
+
+def _collect(stats_dir: Path) -> list[dict[str, Any]]:
+    processes = []
+    for path in sorted(stats_dir.glob("stats.*.json")):
+        try:
+            processes.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise DeepumError(f"{path}: unreadable libdeepum statistics: {e}") from None
+    return sorted(processes, key=lambda p: p.get("pid", 0))
+
+
+def run(command: Sequence[str], options: RunOptions = RunOptions(), library: Path | None = None) -> RunResult:
+    """Run @command under libdeepum and wait for it.
+
+    Like a shell, this process ignores SIGINT and SIGQUIT while the command
+    runs (the terminal delivers them to the command) and passes SIGTERM on.
+    A command that cannot be started gives 127 (not found) or 126.
+    """
+    if not command:
+        raise DeepumInputError("no command to run")
+    library = library or find_library()
+    with tempfile.TemporaryDirectory(prefix="deepum-run-") as tmp:
+        env = environment(os.environ, library, options, str(Path(tmp) / "stats.%p.json"))
+        try:
+            child = subprocess.Popen(list(command), env=env)
+        except FileNotFoundError:
+            raise CommandNotRunnable(command[0], "command not found", 127) from None
+        except PermissionError:
+            raise CommandNotRunnable(command[0], "permission denied", 126) from None
+        saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+        saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, lambda sig, frame: child.send_signal(sig))
+        try:
+            status = child.wait()
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+        return RunResult(list(command), 128 - status if status < 0 else status, _collect(Path(tmp)))

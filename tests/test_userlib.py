@@ -1,0 +1,486 @@
+"""libdeepum against a fake libcuda (tests/fakecuda): interception by symbol
+and through cuGetProcAddress, execution IDs, stream-ordered delivery, managed
+redirection, pass-through and survival of failures, and `deepumctl run`.
+
+Every assertion is on what the fake driver (and the fake /dev/deepum) logged
+having been called with, or on the statistics libdeepum wrote at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from pydeepum.trace import name_hash
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+LIB = BUILD / "userlib/libdeepum.so"
+LIB_FAULTS = BUILD / "userlib/libdeepum-faultinject.so"
+FAKE = BUILD / "fakecuda"
+NONE = 0xFFFFFFFF
+HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+         "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuMemAlloc_v2",
+         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuGetProcAddress", "cuGetProcAddress_v2"}
+LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
+# struct deepum_launch_page (userlib/launch_page.h): 4 u32, 128 stream handles, then 128 x 64 entries
+PAGE_ENTRIES_OFFSET = 16 + 128 * 8
+PAGE_DEPTH = 64
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built() -> None:
+    for directory in ("userlib", "tests/fakecuda"):
+        done = subprocess.run(["make", "-s", "-C", str(ROOT / directory)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@dataclass
+class Call:
+    name: str
+    args: dict[str, str]
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    calls: list[Call]
+    stats: dict | None
+
+    def named(self, *names: str) -> list[Call]:
+        return [c for c in self.calls if c.name in names]
+
+    def launches(self) -> list[Call]:
+        return [c for c in self.calls if c.name.startswith(LAUNCHES)]
+
+    def warnings(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith("deepum:")]
+
+    def delivered_ids(self) -> list[int]:
+        return [int(c.args["value"], 16) & 0xFFFFFFFF for c in self.named("cuStreamWriteValue64_v2")]
+
+    def counter(self, name: str) -> int:
+        assert self.stats is not None, "libdeepum wrote no statistics"
+        return self.stats["counters"][name]
+
+
+def parse_log(path: Path) -> list[Call]:
+    calls = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        name, *words = line.split()
+        calls.append(Call(name, dict(w.split("=", 1) for w in words if "=" in w)))
+    return calls
+
+
+_runs = count()
+
+
+def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB, audit: bool = True,
+            fakedev: bool = False, app: str = "cuda_app", env: dict[str, str] | None = None) -> Run:
+    """Run the test program against the fake driver, libdeepum preloaded
+    (and audited) unless @lib is None; with @fakedev, /dev/deepum is faked."""
+    n = next(_runs)
+    log, stats = tmp_path / f"fake{n}.log", tmp_path / f"stats{n}.json"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "FAKEDEV_", "LD_"))}
+    environ.update(LD_LIBRARY_PATH=str(FAKE), FAKECUDA_LOG=str(log), DEEPUM_STATS=str(stats),
+                   DEEPUM_DEVICE=str(tmp_path / "no-such-device"))
+    if lib is not None:
+        preload = [str(lib)]
+        if fakedev:
+            device = tmp_path / "deepum-device"
+            device.touch()
+            environ["DEEPUM_DEVICE"] = str(device)
+            preload.insert(0, str(FAKE / "libfakedev.so"))
+        environ["LD_PRELOAD"] = ":".join(preload)
+        if audit:
+            environ["LD_AUDIT"] = str(lib)
+    environ.update(env or {})
+    done = subprocess.run([str(FAKE / app), resolve, *scenario], env=environ, capture_output=True, text=True,
+                          timeout=60)
+    return Run(done.returncode, done.stdout, done.stderr, parse_log(log),
+               json.loads(stats.read_text()) if stats.exists() else None)
+
+
+def observe(tmp_path: Path, resolve: str, *scenario: str, **kwargs) -> Run:
+    """Active without a module: DEEPUM_MODE=observe."""
+    env = {"DEEPUM_MODE": "observe", **kwargs.pop("env", {})}
+    r = run_app(tmp_path, resolve, *scenario, env=env, **kwargs)
+    assert r.returncode == 0, r.stderr
+    assert r.warnings() == []
+    return r
+
+
+def assert_each_launch_follows_its_delivery(r: Run, delivery: str = "cuStreamWriteValue64_v2") -> None:
+    """Every launch is immediately preceded (in the driver's log) by the
+    delivery of its exec ID on the same stream."""
+    ordered = [c for c in r.calls if c.name != "cuModuleGetFunction"]
+    assert r.launches()
+    for i, call in enumerate(ordered):
+        if call in r.launches():
+            assert ordered[i - 1].name == delivery, (call, ordered[i - 1])
+
+
+# ---- the library itself ------------------------------------------------------------------
+
+
+def test_library_exports_only_the_hooks_and_needs_neither_cuda_nor_cxx():
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(LIB)], capture_output=True, text=True,
+                              check=True).stdout.split()
+    names = {w for w in exported if w.startswith(("cu", "la_", "deepum"))}
+    assert names == HOOKS | {"la_version", "la_objopen", "la_symbind64", "deepum_mark_iteration"}
+    needed = subprocess.run(["readelf", "-d", str(LIB)], capture_output=True, text=True, check=True).stdout
+    libraries = {line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line}
+    assert libraries <= {"libc.so.6", "ld-linux-x86-64.so.2"}, libraries
+
+
+def _cuda_include() -> Path | None:
+    for root in sorted(Path("/usr/local").glob("cuda*"), reverse=True):
+        if (root / "include/cuda.h").is_file():
+            return root / "include"
+    return None
+
+
+@pytest.mark.skipif(_cuda_include() is None, reason="no CUDA toolkit (cuda.h) on this machine")
+def test_cuda_abi_header_matches_nvidia(tmp_path):
+    source = ROOT / "tests/fakecuda/abi_check.c"
+    include = _cuda_include()
+
+    def build_and_run(name: str, *flags: str) -> str:
+        exe = tmp_path / name
+        done = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", *flags, "-o", str(exe), str(source)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr  # a prototype that differs from NVIDIA's fails here
+        return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+
+    nvidia = build_and_run("nvidia", "-DWITH_CUDA_H", f"-I{include}")
+    build_and_run("nvidia_internal", "-DWITH_CUDA_H", "-D__CUDA_API_VERSION_INTERNAL", f"-I{include}")
+    ours = build_and_run("ours")
+    assert ours == nvidia
+
+
+# ---- interception ------------------------------------------------------------------------
+
+
+def test_symbol_path_intercepts_every_launch_form(tmp_path):
+    r = observe(tmp_path, "symbol", "variants")
+    assert {c.name for c in r.launches()} == {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"}
+    assert_each_launch_follows_its_delivery(r)
+    assert r.counter("launches") == len(r.launches()) == 16
+
+
+@pytest.mark.parametrize("resolve", ["runtime", "runtime-ptsz", "runtime-v1"])
+def test_runtime_path_is_intercepted_through_get_proc_address(tmp_path, resolve):
+    r = observe(tmp_path, resolve, "loop", "2", app="cuda_app_dlopen")
+    assert r.counter("launches") == len(r.launches()) == 6
+    # cuGetProcAddress itself, then the launch, Ex, cooperative, alloc, pitch and free entry points
+    assert r.counter("getproc_hooked") == 7
+    assert r.counter("getproc_unmatched") == 0
+    assert_each_launch_follows_its_delivery(r)
+    if resolve == "runtime-ptsz":
+        assert {c.name for c in r.launches()} == {"cuLaunchKernel_ptsz"}
+        # a NULL stream of a _ptsz launch is the thread's own default stream
+        assert {c.args["stream"] for c in r.named("cuStreamWriteValue64_v2")} == {"0x2"}
+
+
+def test_runtime_path_needs_the_audit_half(tmp_path):
+    """The runtime asks its own dlopen handle for cuGetProcAddress: an
+    LD_PRELOAD alone never sees it, so nothing is intercepted."""
+    r = run_app(tmp_path, "runtime", "loop", "2", app="cuda_app_dlopen", audit=False,
+                env={"DEEPUM_MODE": "observe"})
+    assert r.returncode == 0
+    assert len(r.launches()) == 6 and not r.named("cuStreamWriteValue64_v2")
+    assert r.stats is None  # libdeepum was never called
+
+
+def test_unknown_entry_point_versions_are_left_alone(tmp_path):
+    r = observe(tmp_path, "runtime-future", "loop", "1", app="cuda_app_dlopen")
+    assert {c.name for c in r.launches()} == {"cuLaunchKernel_future"}
+    assert r.counter("getproc_unmatched") == 1
+    assert r.counter("launches") == 0
+
+
+NVCC = shutil.which("nvcc") or next((str(p) for p in sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc: the real CUDA runtime is not available")
+def test_the_real_cuda_runtime_gets_its_driver_entry_points_through_libdeepum(tmp_path):
+    """NVIDIA's libcudart_static, against the fake driver: every hooked API
+    it asks cuGetProcAddress for comes back as libdeepum's trampoline."""
+    source = tmp_path / "app.cu"
+    source.write_text("__global__ void k(int *p) { *p = 1; }\n"
+                      "int main() { int *d; cudaMalloc(&d, 4); k<<<1, 1>>>(d); return 0; }\n")
+    exe = tmp_path / "app"
+    subprocess.run([NVCC, "-cudart", "static", "-o", str(exe), str(source)], check=True, capture_output=True)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "LD_"))}
+    log, stats = tmp_path / "fake.log", tmp_path / "stats.json"
+    environ.update(LD_LIBRARY_PATH=str(FAKE), LD_PRELOAD=str(LIB), LD_AUDIT=str(LIB), FAKECUDA_LOG=str(log),
+                   DEEPUM_STATS=str(stats), DEEPUM_MODE="observe")
+    subprocess.run([str(exe)], env=environ, capture_output=True, timeout=60)  # the fake cannot run it to the end
+    hooked_apis = {"cuGetProcAddress", "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+                   "cuMemAlloc", "cuMemAllocPitch", "cuMemFree"}
+    asked = [c for c in parse_log(log) if c.name == "cuGetProcAddress_v2" and c.args["symbol"] in hooked_apis]
+    counters = json.loads(stats.read_text())["counters"]
+    assert len(asked) >= 7
+    assert counters["getproc_hooked"] == len(asked)
+    assert counters["getproc_unmatched"] == 0
+
+
+# ---- execution IDs -----------------------------------------------------------------------
+
+
+def test_exec_ids_are_stable_across_iterations(tmp_path):
+    r = observe(tmp_path, "symbol", "loop", "5")
+    ids = r.delivered_ids()
+    assert [ids[i:i + 3] for i in range(0, 15, 3)] == [[0, 1, 2]] * 5
+    iterations = r.stats["iterations"]
+    assert len(iterations) == 5
+    assert iterations[0] == {"launches": 3, "exec_hits": 0, "exec_new": 3}
+    assert all(it == {"launches": 3, "exec_hits": 3, "exec_new": 0} for it in iterations[1:])
+
+
+def test_distinct_launches_get_distinct_ids_and_equal_ones_the_same(tmp_path):
+    """Labels as in cuda_app.c's scenario_variants."""
+    ids = observe(tmp_path, "symbol", "variants").delivered_ids()
+    assert len(ids) == 16 and NONE not in ids
+    base = ids[0]
+    # the same launch again, through cuLaunchKernelEx, the argument buffer, cuLaunchCooperativeKernel,
+    # a CUkernel handle, or on another stream
+    assert [ids[i] for i in (1, 8, 9, 10, 11, 12)] == [base] * 6
+    # another scalar, grid, block, shared memory size, pointer argument, kernel name
+    changed = [ids[i] for i in (2, 3, 4, 5, 6, 7)]
+    assert len(set(changed)) == 6 and base not in changed
+    # padding bytes of an argument buffer are not arguments
+    assert ids[13] == ids[14] == ids[15] and ids[13] not in [base, *changed]
+
+
+def test_a_full_id_table_leaves_launches_untracked(tmp_path):
+    r = observe(tmp_path, "symbol", "many", "20", env={"DEEPUM_EXEC_MAX": "16"})
+    assert r.delivered_ids() == list(range(16)) + [NONE] * 4 + [0, 1, 2]
+    assert len(r.launches()) == 23
+    assert r.counter("exec_untracked") == 4 and r.counter("exec_hits") == 3
+
+
+def test_kernels_the_driver_cannot_name_are_untracked_not_fatal(tmp_path):
+    r = observe(tmp_path, "symbol", "loop", "2", env={"FAKECUDA_FAIL": "cuFuncGetName"})
+    assert r.delivered_ids() == [NONE] * 6
+    assert r.counter("launches_unidentified") == 6 and r.stats["active"]
+
+
+def test_threads_share_one_consistent_id_table(tmp_path):
+    r = observe(tmp_path, "symbol", "threads", "4", "500")
+    ids = r.delivered_ids()
+    assert len(ids) == r.counter("launches") == 4000
+    assert sorted(set(ids)) == list(range(8))  # 4 threads x 2 kernels, each on its own buffers
+    assert r.counter("exec_new") == 8 and r.counter("exec_hits") == 3992
+    per_stream: dict[str, list[int]] = {}
+    for c in r.named("cuStreamWriteValue64_v2"):
+        per_stream.setdefault(c.args["stream"], []).append(int(c.args["value"], 16) >> 32)
+    assert len(per_stream) == 4
+    assert all(seqs == list(range(1, 1001)) for seqs in per_stream.values())
+
+
+# ---- delivery ----------------------------------------------------------------------------
+
+
+def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
+    r = observe(tmp_path, "symbol", "streams")
+    assert_each_launch_follows_its_delivery(r)
+    launches = r.launches()
+    writes = r.named("cuStreamWriteValue64_v2")
+    slots: dict[str, int] = {}
+    for launch, write in zip(launches, writes, strict=True):
+        stream = {"(nil)": "0x1"}.get(launch.args["stream"], launch.args["stream"])  # NULL: the legacy stream
+        assert write.args["stream"] == stream
+        value = int(write.args["value"], 16)
+        seq, entry = value >> 32, (int(write.args["offset"]) - PAGE_ENTRIES_OFFSET) // 8
+        slot = slots.setdefault(stream, entry // PAGE_DEPTH)
+        assert entry == slot * PAGE_DEPTH + seq % PAGE_DEPTH
+        assert seq == sum(1 for w in writes[:writes.index(write) + 1] if w.args["stream"] == stream)
+    assert len(set(slots.values())) == len(slots) == 4  # s1, s2, legacy, per-thread
+    ids = r.delivered_ids()
+    # vec_add, scale(a, 1.0), scale(a, 1.0), vec_add, vec_add, scale(b, 3.0), vec_add
+    assert ids == [0, 1, 1, 0, 0, 2, 0]
+
+
+def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"DEEPUM_DELIVERY": "callback"})
+    assert r.returncode == 0 and r.warnings() == []
+    ioctls = r.named("ioctl")
+    assert ioctls[0].args == {"api": "0x10000"} and ioctls[1].args == {}  # API, then ATTACH
+    assert r.calls.index(ioctls[1]) < r.calls.index(r.launches()[0])
+    assert not r.named("cuStreamWriteValue64_v2")
+    assert_each_launch_follows_its_delivery(r, delivery="ioctl")
+    ordered = [c for c in r.calls if c.name != "cuModuleGetFunction"]
+    names = {"vec_add": name_hash("vec_add"), "scale": name_hash("scale")}
+    for i, call in enumerate(ordered):
+        if call in r.launches():
+            host_func, ioctl = ordered[i - 2], ordered[i - 1]
+            assert host_func.name == "cuLaunchHostFunc"
+            stream = {"(nil)": "0x1"}.get(call.args["stream"], call.args["stream"])
+            assert host_func.args["stream"] == stream
+            assert int(ioctl.args["name_hash"], 16) == names[call.args["f"]]
+    assert [int(c.args["exec_id"]) for c in r.named("ioctl") if "exec_id" in c.args] == [0, 1, 1, 0, 0, 2, 0]
+    assert r.counter("set_exec_id_ioctls") == r.counter("launches") == 7
+    assert r.stats["attached"] and r.stats["delivery"] == "callback"
+
+
+def test_streams_being_captured_get_no_delivery(tmp_path):
+    r = observe(tmp_path, "symbol", "capture", env={"FAKECUDA_CAPTURING": "0x1010"})  # the first stream created
+    assert [c.args["stream"] for c in r.launches()] == ["0x1010", "0x1020"]
+    assert [c.args["stream"] for c in r.named("cuStreamWriteValue64_v2")] == ["0x1020"]
+    assert r.counter("delivery_skipped_capture") == 1
+
+
+# ---- allocations -------------------------------------------------------------------------
+
+
+def test_device_allocations_become_managed_and_frees_are_reported_first(tmp_path):
+    r = run_app(tmp_path, "symbol", "alloc", fakedev=True, env={"DEEPUM_MANAGED": "1"})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    managed = r.named("cuMemAllocManaged")
+    assert [(c.args["size"], c.args["flags"]) for c in managed] == [("1000", "1"), (str(1024 * 10), "1")]
+    assert not r.named("cuMemAlloc_v2")
+    assert "pitch=1024" in r.stdout  # 1000 bytes rounded to the texture pitch alignment (32)
+    # arguments the driver refuses reach the driver
+    assert [c.args["element"] for c in r.named("cuMemAllocPitch_v2")] == ["3"]
+    ordered = [c for c in r.calls if c.name in ("ioctl", "cuMemFree_v2")]
+    frees = [c for c in ordered if c.name == "cuMemFree_v2"]
+    assert len(frees) == 3
+    for free, size in zip(frees[:2], ("1000", "10240")):
+        invalidate = ordered[ordered.index(free) - 1]
+        assert invalidate.args == {"addr": free.args["dptr"], "len": size}
+    assert ordered[ordered.index(frees[2]) - 1].name == "cuMemFree_v2"  # an unknown address: not reported
+    assert r.counter("allocs_redirected") == 2 and r.counter("bytes_redirected") == 1000 + 10240
+    assert r.counter("frees_reported") == 2 and r.counter("frees_unknown") == 1
+
+
+def test_allocations_stay_on_the_device_unless_managed_is_asked_for(tmp_path):
+    r = observe(tmp_path, "symbol", "alloc")
+    assert [c.args["size"] for c in r.named("cuMemAlloc_v2")] == ["1000"]
+    assert not r.named("cuMemAllocManaged")
+    assert "pitch=1024" in r.stdout  # the driver's own 512-byte alignment
+    assert r.counter("frees_reported") == 2
+
+
+def test_out_of_managed_memory_falls_back_to_device_memory(tmp_path):
+    r = observe(tmp_path, "symbol", "alloc", env={"DEEPUM_MANAGED": "1", "FAKECUDA_FAIL": "cuMemAllocManaged=2"})
+    assert [c.args["size"] for c in r.named("cuMemAlloc_v2")] == ["1000"]
+    assert r.counter("allocs_fallback") == 2 and r.stats["active"]
+
+
+# ---- never change the program ------------------------------------------------------------
+
+
+def baseline(tmp_path: Path, *scenario: str) -> Run:
+    r = run_app(tmp_path, "symbol", *scenario, lib=None)
+    assert r.returncode == 0 and r.stderr == ""
+    return r
+
+
+def test_without_module_or_engine_it_passes_through_with_one_warning(tmp_path):
+    plain = baseline(tmp_path, "loop", "3")
+    r = run_app(tmp_path, "symbol", "loop", "3", env={"DEEPUM_MANAGED": "1"})
+    assert r.returncode == 0 and r.stdout == plain.stdout
+    assert r.calls == plain.calls  # the driver saw exactly what it sees without libdeepum
+    assert len(r.warnings()) == 1 and r.stderr.count("\n") == 1
+    assert "no-such-device" in r.warnings()[0]
+    assert r.stats["mode"] == "auto" and not r.stats["active"] and r.counter("launches") == 0
+
+
+def test_mode_off_is_silent(tmp_path):
+    plain = baseline(tmp_path, "loop", "2")
+    r = run_app(tmp_path, "symbol", "loop", "2", env={"DEEPUM_MODE": "off"})
+    assert r.returncode == 0 and r.stderr == "" and r.calls == plain.calls
+
+
+@pytest.mark.parametrize("failure, env, fakedev, warning", [
+    ("allocation", {"DEEPUM_TEST_FAIL": "alloc"}, False, "cannot allocate its tables"),
+    ("delivery", {"FAKECUDA_FAIL": "cuStreamWriteValue64_v2"}, False, "delivery failed"),
+    ("launch page", {"FAKECUDA_FAIL": "cuMemHostAlloc"}, False, "launch page"),
+    ("managed allocation", {"FAKECUDA_FAIL": "cuMemAllocManaged", "DEEPUM_MANAGED": "1"}, False,
+     "cuMemAllocManaged failed"),
+    ("SET_EXEC_ID", {"FAKEDEV_FAIL": "SET_EXEC_ID", "DEEPUM_DELIVERY": "callback"}, True, "SET_EXEC_ID failed"),
+    ("INVALIDATE", {"FAKEDEV_FAIL": "INVALIDATE"}, True, "INVALIDATE failed"),
+    ("module handshake", {"FAKEDEV_FAIL": "API"}, True, "does not speak deepum API"),
+    ("bad setting", {"DEEPUM_DELIVERY": "pigeon"}, False, "DEEPUM_DELIVERY=pigeon"),
+])
+def test_internal_failures_disable_deepum_and_the_program_runs_on(tmp_path, failure, env, fakedev, warning):
+    plain = baseline(tmp_path, "loop", "3")
+    mode = {} if fakedev else {"DEEPUM_MODE": "observe"}
+    r = run_app(tmp_path, "symbol", "loop", "3", lib=LIB_FAULTS, fakedev=fakedev, env={**mode, **env})
+    assert r.returncode == 0 and r.stdout == plain.stdout, r.stderr
+    assert [(c.name, c.args) for c in r.launches()] == [(c.name, c.args) for c in plain.launches()]
+    assert [(c.name, c.args) for c in r.named("cuMemFree_v2")] == [(c.name, c.args) for c in plain.named("cuMemFree_v2")]
+    assert len(r.warnings()) == 1 and warning in r.warnings()[0], r.stderr
+    assert not r.stats["active"] and warning in r.stats["disabled_reason"]
+
+
+def test_an_injected_full_table_tracks_nothing_and_breaks_nothing(tmp_path):
+    r = observe(tmp_path, "symbol", "loop", "2", lib=LIB_FAULTS, env={"DEEPUM_TEST_FAIL": "table-full"})
+    assert r.delivered_ids() == [NONE] * 6 and len(r.launches()) == 6
+    assert r.counter("exec_untracked") == 6
+
+
+# ---- deepumctl run -----------------------------------------------------------------------
+
+
+def deepumctl_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "LD_"))}
+    environ.update(LD_LIBRARY_PATH=str(FAKE), DEEPUM_DEVICE=str(tmp_path / "no-such-device"), **(env or {}))
+    return subprocess.run([sys.executable, "-c", "from pydeepum.cli import cli; cli()", "run", *args],
+                          env=environ, capture_output=True, text=True, timeout=60, cwd=FAKE)
+
+
+def test_deepumctl_run_summarises_every_cuda_process_and_exits_with_the_command_status(tmp_path):
+    stats = tmp_path / "run.json"
+    done = deepumctl_run(tmp_path, "--mode", "observe", "--stats", str(stats), "--",
+                         "sh", "-c", "./cuda_app symbol loop 3 && ./cuda_app_dlopen runtime loop 2; exit 7")
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == "ok loop\nok loop\n"
+    assert "deepum: 2 CUDA processes; mode observe, delivery write, managed memory on" in done.stderr
+    assert "launches 15, exec IDs 6" in done.stderr
+    assert "iterations from the 2nd on: 3, launches 9, known-ID hits 100.00%" in done.stderr
+    data = json.loads(stats.read_text())
+    assert data["returncode"] == 7 and len(data["processes"]) == 2
+    assert data["totals"]["launches"] == 15 and data["totals"]["allocs_redirected"] == 6
+    assert data["steady_state"] == {"iterations": 3, "launches": 9, "exec_hits": 9, "exec_new": 0}
+
+
+def test_deepumctl_run_options_reach_the_library(tmp_path):
+    stats = tmp_path / "run.json"
+    done = deepumctl_run(tmp_path, "--mode", "observe", "--delivery", "callback", "--no-managed",
+                         "--stats", str(stats), "./cuda_app", "symbol", "alloc")
+    assert done.returncode == 0, done.stderr
+    (proc,) = json.loads(stats.read_text())["processes"]
+    assert proc["delivery"] == "callback" and proc["managed"] is False
+    assert proc["counters"]["allocs_redirected"] == 0
+
+
+def test_deepumctl_run_reports_a_module_less_pass_through(tmp_path):
+    done = deepumctl_run(tmp_path, "./cuda_app", "symbol", "loop", "1")
+    assert done.returncode == 0
+    assert done.stderr.count("no-such-device") == 2  # libdeepum's one warning, and the summary's line
+
+
+@pytest.mark.parametrize("command, status, message", [
+    (["no-such-command-deepum"], 127, "command not found"),
+    (["sh", "-c", "kill -TERM $$"], 128 + 15, "no process made a CUDA driver call"),
+])
+def test_deepumctl_run_exit_status_is_the_shells(tmp_path, command, status, message):
+    done = deepumctl_run(tmp_path, "--", *command)
+    assert done.returncode == status and message in done.stderr
+
+
+def test_deepumctl_run_without_a_built_library_is_an_input_error(tmp_path):
+    done = deepumctl_run(tmp_path, "true", env={"DEEPUM_LIB": str(tmp_path / "missing.so")})
+    assert done.returncode == 2 and "make -C userlib" in done.stderr

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Stream-ordered delivery of the exec ID about to run, and the link to
+ * /dev/deepum.
+ *
+ * A prefetcher must know which kernel runs now, not which one the host
+ * enqueued last (the host runs far ahead of the GPU).  So the ID travels in
+ * the stream, just before its kernel, and lands in the launch page
+ * (launch_page.h) when the GPU gets there:
+ *   write     cuStreamWriteValue64 of (seq << 32 | exec_id): the GPU stores
+ *             it itself, ~0.6 us per launch on the H200 (the default);
+ *   callback  cuLaunchHostFunc, a host function that stores the same value
+ *             and issues DEEPUM_IOC_SET_EXEC_ID: DeepUM's method, ~43 us per
+ *             launch on the H200, because every launch then waits for a
+ *             driver thread.
+ * Streams being captured into a CUDA graph get nothing: an extra node could
+ * change the graph, and a failed call would invalidate the capture.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "deepum_user.h"
+
+struct stream_slot {
+	_Atomic uintptr_t key;		/* stream identity; 0: free */
+	_Atomic u32 seq;		/* last sequence number given out */
+};
+
+static struct stream_slot *streams;
+static struct deepum_launch_page *page;	/* host view */
+static CUdeviceptr page_device;		/* the same memory, as the GPU sees it */
+static char attach_reason[256];
+
+/* Each thread's per-thread default stream is a stream of its own, though
+ * all are named CU_STREAM_PER_THREAD: the address of this marker tells
+ * them apart. */
+static _Thread_local char per_thread_stream_marker;
+
+bool delivery_tables_init(void)
+{
+	streams = deepum_calloc(DEEPUM_PAGE_STREAMS, sizeof(*streams));
+	return streams != NULL;
+}
+
+bool delivery_attach(const char *device_path, const char **reason)
+{
+	struct deepum_api api = { .api = DEEPUM_API_VERSION };
+	struct deepum_attach attach = { 0 };
+	int fd = open(device_path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(attach_reason, sizeof(attach_reason),
+			 "%s: %s; with no kernel module and no user-mode engine, "
+			 "CUDA calls pass straight through", device_path, strerror(errno));
+	} else if (ioctl(fd, DEEPUM_IOC_API, &api) != 0 || ioctl(fd, DEEPUM_IOC_ATTACH, &attach) != 0) {
+		snprintf(attach_reason, sizeof(attach_reason),
+			 "%s does not speak deepum API %u.%u with ATTACH (%s); "
+			 "CUDA calls pass straight through", device_path, DEEPUM_API_MAJOR,
+			 DEEPUM_API_MINOR, strerror(errno));
+		close(fd);
+	} else {
+		deepum.device_fd = fd;
+		return true;
+	}
+	*reason = attach_reason;
+	return false;
+}
+
+/* The page needs a CUDA context, so it is made at the first launch. */
+static void page_create(void)
+{
+	void *host = NULL;
+	CUdeviceptr device = 0;
+
+	if (REAL(cuMemHostAlloc)(&host, sizeof(*page),
+				 CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+		deepum_disable("cannot allocate the launch page (mapped pinned memory); "
+			       "CUDA calls pass straight through");
+		return;
+	}
+	if (REAL(cuMemHostGetDevicePointer_v2)(&device, host, 0) != CUDA_SUCCESS) {
+		REAL(cuMemFreeHost)(host);
+		deepum_disable("cannot map the launch page into the GPU; "
+			       "CUDA calls pass straight through");
+		return;
+	}
+	memset(host, 0, sizeof(*page));
+	((struct deepum_launch_page *)host)->magic = DEEPUM_PAGE_MAGIC;
+	((struct deepum_launch_page *)host)->version = DEEPUM_PAGE_VERSION;
+	((struct deepum_launch_page *)host)->streams = DEEPUM_PAGE_STREAMS;
+	((struct deepum_launch_page *)host)->depth = DEEPUM_PAGE_DEPTH;
+	page_device = device;
+	__atomic_store_n(&page, host, __ATOMIC_RELEASE);
+}
+
+static bool page_ready(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, page_create);
+	return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* The stream a launch really goes to, as a handle valid in any API variant,
+ * and the key that tells it from every other stream. */
+static CUstream resolve_stream(const struct launch *l, uintptr_t *key)
+{
+	CUstream s = l->stream;
+
+	if (s == CU_STREAM_PER_THREAD || (s == NULL && l->per_thread_stream)) {
+		*key = (uintptr_t)&per_thread_stream_marker;
+		return CU_STREAM_PER_THREAD;
+	}
+	if (s == NULL)
+		s = CU_STREAM_LEGACY;
+	*key = (uintptr_t)s;
+	return s;
+}
+
+static u32 stream_slot(uintptr_t key, CUstream handle)
+{
+	u32 i = (u32)((key * 0x9e3779b97f4a7c15ULL) >> 40) % DEEPUM_PAGE_STREAMS;
+
+	for (u32 probe = 0; probe < DEEPUM_PAGE_STREAMS; probe++, i = (i + 1) % DEEPUM_PAGE_STREAMS) {
+		uintptr_t found = atomic_load_explicit(&streams[i].key, memory_order_acquire);
+
+		if (found == 0) {
+			if (atomic_compare_exchange_strong(&streams[i].key, &found, key)) {
+				__atomic_store_n(&page->stream[i], (u64)(uintptr_t)handle, __ATOMIC_RELEASE);
+				return i;
+			}
+			/* Lost the race: @found is the winner's key. */
+		}
+		if (found == key)
+			return i;
+	}
+	return DEEPUM_PAGE_STREAMS;
+}
+
+/* Runs on a driver thread, in stream order, once the work before it is done. */
+static void deliver_on_host(void *data)
+{
+	u32 slot = (u32)((uintptr_t)data >> 32);
+	u32 exec_id = (u32)(uintptr_t)data;
+	u32 seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+
+	__atomic_store_n(&page->entry[slot][seq % DEEPUM_PAGE_DEPTH], (u64)seq << 32 | exec_id,
+			 __ATOMIC_RELEASE);
+	if (deepum.device_fd >= 0 && deepum_active()) {
+		struct deepum_set_exec_id req = {
+			.exec_id = exec_id,
+			.stream = slot,
+			.name_hash = launch_name_hash(exec_id),
+		};
+
+		if (ioctl(deepum.device_fd, DEEPUM_IOC_SET_EXEC_ID, &req) != 0)
+			deepum_disable("DEEPUM_IOC_SET_EXEC_ID failed; CUDA calls pass straight through");
+		else
+			COUNT(set_exec_id_ioctls, 1);
+	}
+}
+
+u32 delivery_enqueue(const struct launch *l, u32 exec_id)
+{
+	CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+	uintptr_t key;
+	CUstream stream = resolve_stream(l, &key);
+	CUresult rc;
+	u32 slot;
+
+	if (!page_ready())
+		return DEEPUM_PAGE_STREAMS;
+	slot = stream_slot(key, stream);
+	if (slot == DEEPUM_PAGE_STREAMS) {
+		COUNT(delivery_skipped_streams, 1);
+		return slot;
+	}
+	if (REAL(cuStreamIsCapturing)(stream, &capture) != CUDA_SUCCESS ||
+	    capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+		COUNT(delivery_skipped_capture, 1);
+		return slot;
+	}
+	if (deepum.delivery == DELIVERY_WRITE) {
+		/* Enqueue order is stream order when one thread at a time
+		 * launches on the stream (the common case); threads racing on
+		 * one stream may land their entries out of sequence order. */
+		u32 seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+		u64 *entry = &page->entry[slot][seq % DEEPUM_PAGE_DEPTH];
+
+		rc = REAL(cuStreamWriteValue64_v2)(stream, page_device + (CUdeviceptr)((char *)entry - (char *)page),
+						   (u64)seq << 32 | exec_id, CU_STREAM_WRITE_VALUE_DEFAULT);
+	} else {
+		rc = REAL(cuLaunchHostFunc)(stream, deliver_on_host,
+					    (void *)((uintptr_t)slot << 32 | exec_id));
+	}
+	if (rc != CUDA_SUCCESS) {
+		deepum_disable("a stream-ordered exec-ID delivery failed; CUDA calls pass straight through");
+		return slot;
+	}
+	COUNT(delivered, 1);
+	return slot;
+}
+
+void delivery_report_free(u64 addr, u64 len)
+{
+	struct deepum_range range = { .addr = addr, .len = len };
+
+	if (deepum.device_fd >= 0 && ioctl(deepum.device_fd, DEEPUM_IOC_INVALIDATE, &range) != 0) {
+		deepum_disable("DEEPUM_IOC_INVALIDATE failed; CUDA calls pass straight through");
+		return;
+	}
+	ring_push(DEEPUM_REC_FREE, addr, len, 0, 0);
+	COUNT(frees_reported, 1);
+}

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Statistics: counters and per-iteration marks, written as JSON at exit to
+ * the file DEEPUM_STATS names ("%p" becomes the process ID, so that every
+ * CUDA process of a run gets its own file).  Only the process that made
+ * CUDA calls writes: not a fork child, not the rtld-audit copy of the
+ * library, not a process that never touched CUDA.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deepum_user.h"
+
+enum { ITERATIONS_MAX = 1024 };
+
+struct snapshot {
+	u64 launches;
+	u64 exec_hits;
+	u64 exec_new;
+};
+
+static struct snapshot marks[ITERATIONS_MAX];
+static _Atomic u32 nmarks;
+
+void stats_init(void)
+{
+	const char *template = getenv("DEEPUM_STATS");
+	size_t out = 0;
+
+	for (const char *p = template; p && *p && out + 32 < sizeof(deepum.stats_path); p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			out += (size_t)snprintf(deepum.stats_path + out, sizeof(deepum.stats_path) - out,
+						"%d", (int)getpid());
+			p++;
+		} else {
+			deepum.stats_path[out++] = *p;
+		}
+	}
+	deepum.stats_path[out] = '\0';
+}
+
+static struct snapshot snapshot_now(void)
+{
+	return (struct snapshot){
+		.launches = atomic_load(&deepum.counters.launches),
+		.exec_hits = atomic_load(&deepum.counters.exec_hits),
+		.exec_new = atomic_load(&deepum.counters.exec_new),
+	};
+}
+
+/*
+ * Called by the program (pydeepum.torch, or by ctypes through the global
+ * scope) as each training iteration begins.  Launches before the first mark
+ * are "setup"; each mark opens an iteration that lasts until the next.
+ */
+DEEPUM_EXPORT void deepum_mark_iteration(void)
+{
+	u32 i;
+
+	if (!deepum_active())
+		return;
+	i = atomic_fetch_add(&nmarks, 1);
+	if (i < ITERATIONS_MAX)
+		marks[i] = snapshot_now();
+	ring_push(DEEPUM_REC_ITERATION, 0, 0, 0, i);
+}
+
+static void write_interval(FILE *f, struct snapshot from, struct snapshot to)
+{
+	fprintf(f, "{\"launches\": %llu, \"exec_hits\": %llu, \"exec_new\": %llu}",
+		(unsigned long long)(to.launches - from.launches),
+		(unsigned long long)(to.exec_hits - from.exec_hits),
+		(unsigned long long)(to.exec_new - from.exec_new));
+}
+
+static const char *const mode_names[] = { "off", "auto", "observe" };
+static const char *const delivery_names[] = { "write", "callback" };
+
+static void write_json(FILE *f)
+{
+	const char *reason = atomic_load(&deepum.disabled_reason);
+	struct snapshot end = snapshot_now(), start = { 0 };
+	u32 n = atomic_load(&nmarks);
+	u64 drained[DEEPUM_REC_TYPE_MAX + 1] = { 0 };
+	struct deepum_record rec;
+	const char *separator = "";
+
+	if (n > ITERATIONS_MAX)
+		n = ITERATIONS_MAX;
+	fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"active\": %s,\n  \"attached\": %s,\n",
+		deepum.init_pid, mode_names[deepum.mode], deepum_active() ? "true" : "false",
+		deepum.device_fd >= 0 ? "true" : "false");
+	fprintf(f, "  \"delivery\": \"%s\",\n  \"managed\": %s,\n  \"disabled_reason\": ",
+		delivery_names[deepum.delivery], deepum.managed ? "true" : "false");
+	if (reason) {
+		fputc('"', f);
+		for (const char *c = reason; *c; c++)
+			fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+		fputs("\",\n", f);
+	} else {
+		fputs("null,\n", f);
+	}
+	fputs("  \"counters\": {", f);
+#define COUNTER_JSON(name)                                                                    \
+	fprintf(f, "%s\n    \"%s\": %llu", separator, #name,                                  \
+		(unsigned long long)atomic_load(&deepum.counters.name));                       \
+	separator = ",";
+	DEEPUM_COUNTERS(COUNTER_JSON)
+#undef COUNTER_JSON
+	fputs("\n  },\n  \"setup\": ", f);
+	write_interval(f, start, n ? marks[0] : end);
+	fputs(",\n  \"iterations\": [", f);
+	for (u32 i = 0; i < n; i++) {
+		fputs(i ? ",\n    " : "\n    ", f);
+		write_interval(f, marks[i], i + 1 < n ? marks[i + 1] : end);
+	}
+	/* What the engine would have consumed, drained now. */
+	while (ring_pop(&rec))
+			drained[rec.type <= DEEPUM_REC_TYPE_MAX ? rec.type : 0]++;
+	fprintf(f, "\n  ],\n  \"ring\": {\"capacity\": %u, \"drained\": {\"launch\": %llu, \"alloc\": %llu, "
+		"\"free\": %llu, \"iteration\": %llu}}\n}\n", ring_capacity(),
+		(unsigned long long)drained[DEEPUM_REC_LAUNCH], (unsigned long long)drained[DEEPUM_REC_ALLOC],
+		(unsigned long long)drained[DEEPUM_REC_FREE], (unsigned long long)drained[DEEPUM_REC_ITERATION]);
+}
+
+__attribute__((destructor)) static void stats_write_at_exit(void)
+{
+	char tmp[sizeof(deepum.stats_path) + 8];
+	FILE *f;
+
+	if (deepum.init_pid != getpid() || !deepum.stats_path[0])
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", deepum.stats_path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	write_json(f);
+	if (fclose(f) == 0)
+		rename(tmp, deepum.stats_path);
+	else
+		unlink(tmp);
+}
