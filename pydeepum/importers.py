@@ -4,7 +4,11 @@ Two inputs are understood:
 
 * the CUPTI capture format of the project's reference traces (one record per
   line, first field the type: M iteration marker, K kernel, U unified-memory
-  counter, A/F managed allocation/free; see docs/TRACE_FORMAT.md);
+  counter, A/F managed allocation/free; see docs/TRACE_FORMAT.md), also
+  written by libdeepum's tracer (userlib/trace.c), which adds L lines (the
+  launches it intercepted, with their true exec IDs), X lines (CUPTI's
+  correlation of each launch to its kernel record), an explicit flush flag on
+  M lines, timestamps on A/F lines, and E lines when it failed;
 * plain CUPTI Unified Memory counter exports, a CSV with the header
   ``counterKind,value,start,end,address,flags,srcId``
   (CUpti_ActivityUnifiedMemoryCounter's fields).
@@ -14,12 +18,17 @@ host-to-device transfers (counterKind 1): fault records name only part of the
 blocks that moved, the transfers name all of them.  Each access is attributed
 to the kernel running at its timestamp.
 
-Exec IDs.  CUPTI records no kernel arguments, which are half of what DeepUM's
-exec ID hashes (libdeepum hashes the argument bytes, pointers included).  The
-importer stands in for them with the kernel's ordinal among launches of the
-same name and shape since the last iteration marker: in a training loop,
-the n-th launch of a kernel in an iteration is the one with the n-th set of
-tensors.  So exec ID = dense number of (name, grid, block, ordinal).
+Exec IDs.  With L lines they are libdeepum's own, and each launch is joined
+to its kernel through X lines (launch -> CUPTI correlation ID -> kernel).
+Without them (a capture taken with CUPTI alone): CUPTI records no kernel
+arguments, which are half of what DeepUM's exec ID hashes (libdeepum hashes
+the pointer arguments).  The importer stands in for them with the kernel's
+ordinal among launches of the same name and shape since the last iteration
+marker: in a training loop, the n-th launch of a kernel in an iteration is
+the one with the n-th set of tensors.  So exec ID = dense number of (name,
+grid, block, ordinal).  Either way, attribution is the same code: each UM
+record belongs to the kernel running at its timestamp, and that kernel's
+launch gives the exec ID.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import bisect
 import gzip
 import hashlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -125,14 +135,34 @@ def _int(text: str, base: int, where: str) -> int:
     return value
 
 
-def import_cupti_capture(path: str | Path, block_shift: int = 21,
-                         progress: Progress | None = None) -> Trace:
-    """Read a CUPTI capture (M/K/U/A/F lines) into a Trace."""
-    path = Path(path)
-    kernels: list[tuple[int, int, int, tuple[int, ...], str]] = []
-    um: list[tuple[int, int, int, int, int]] = []
-    markers: list[tuple[int, int]] = []
-    ranges: list[tuple[int, int, int, int]] = []
+@dataclass
+class _Capture:
+    """A capture's lines, parsed, not yet joined."""
+
+    kernels: list[tuple[int, int, int, int, tuple[int, ...], str]] = field(default_factory=list)
+    """start, end, stream, correlation ID, grid + block, name"""
+    um: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    """start, counter kind, value, address, flags"""
+    markers: list[tuple[int, int, int | None]] = field(default_factory=list)
+    """ts, index, flags (None: infer FLUSHED from host-bound user migrations)"""
+    ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """ts, ALLOC or FREE, address, size"""
+    launches: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    """libdeepum's: ts, external ID, exec ID, name hash, stream slot"""
+    launch_of_correlation: dict[int, int] = field(default_factory=dict)
+    """CUPTI correlation ID -> external ID (the launch that made that call)"""
+
+
+def _fields(line: str, where: str, counts: tuple[int, ...], maxsplit: int = -1) -> list[str]:
+    f = line.split(",", maxsplit)
+    if len(f) not in counts:
+        want = " or ".join(str(n) for n in counts)
+        raise TraceFormatError(f"{where}: {line[0]} record needs {want} fields, has {len(f)}")
+    return f
+
+
+def _parse_capture(path: Path, progress: Progress | None) -> _Capture:
+    c = _Capture()
     last_marker_ts = 0
     for number, line in _lines(path):
         if progress and number % 100_000 == 0:
@@ -142,61 +172,50 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
         where = f"{path.name}:{number}"
         kind = line[0]
         if kind == "U":
-            f = line.split(",")
-            if len(f) != 7:
-                raise TraceFormatError(f"{where}: U record needs 7 fields, has {len(f)}")
-            um.append((_int(f[3], 10, where), _int(f[1], 10, where), _int(f[2], 10, where),
-                       _int(f[5], 16, where), _int(f[6], 10, where)))
+            f = _fields(line, where, (7,))
+            c.um.append((_int(f[3], 10, where), _int(f[1], 10, where), _int(f[2], 10, where),
+                         _int(f[5], 16, where), _int(f[6], 10, where)))
         elif kind == "K":
-            f = line.split(",", 11)
-            if len(f) != 12:
-                raise TraceFormatError(f"{where}: K record needs 12 fields, has {len(f)}")
-            shape = tuple(_int(x, 10, where) for x in f[5:11])
-            kernels.append((_int(f[1], 10, where), _int(f[2], 10, where), _int(f[3], 10, where),
-                            shape, f[11]))
+            f = _fields(line, where, (12,), 11)
+            c.kernels.append((_int(f[1], 10, where), _int(f[2], 10, where), _int(f[3], 10, where),
+                              _int(f[4], 10, where), tuple(_int(x, 10, where) for x in f[5:11]), f[11]))
+        elif kind == "L":
+            f = _fields(line, where, (6,))
+            c.launches.append((_int(f[5], 10, where), _int(f[1], 10, where), _int(f[2], 10, where),
+                               _int(f[3], 16, where), _int(f[4], 10, where)))
+        elif kind == "X":
+            f = _fields(line, where, (3,))
+            c.launch_of_correlation[_int(f[2], 10, where)] = _int(f[1], 10, where)
         elif kind == "M":
-            f = line.split(",")
-            if len(f) != 3:
-                raise TraceFormatError(f"{where}: M record needs 3 fields, has {len(f)}")
+            f = _fields(line, where, (3, 4))
             last_marker_ts = _int(f[2], 10, where)
-            markers.append((last_marker_ts, _int(f[1], 10, where)))
+            said = _int(f[3], 10, where) if len(f) == 4 else None
+            c.markers.append((last_marker_ts, _int(f[1], 10, where), said))
         elif kind in "AF":
-            f = line.split(",")
-            if len(f) != 3:
-                raise TraceFormatError(f"{where}: {kind} record needs 3 fields, has {len(f)}")
-            ranges.append((last_marker_ts, ALLOC if kind == "A" else FREE,
-                           _int(f[1], 16, where), _int(f[2], 10, where)))
+            f = _fields(line, where, (3, 4))
+            ts = _int(f[3], 10, where) if len(f) == 4 else last_marker_ts
+            c.ranges.append((ts, ALLOC if kind == "A" else FREE, _int(f[1], 16, where), _int(f[2], 10, where)))
+        elif kind == "E":
+            raise TraceFormatError(f"{path}: the tracer failed: {line[2:]}")
         else:
             raise TraceFormatError(f"{where}: unknown record type {kind!r}")
-    if not kernels:
+    if not c.kernels:
         raise TraceFormatError(f"{path}: no kernel (K) records: not a CUPTI capture")
-    if not markers:
+    if not c.markers:
         raise TraceFormatError(f"{path}: no iteration (M) markers")
+    return c
 
-    kernels.sort()
-    markers.sort()
-    b = _Builder()
-    marker_ts = [ts for ts, _ in markers]
 
-    # Access-set flushes: host-bound user migrations before a marker.
-    flushes = sorted(ts for ts, kind, _, _, cause in um if kind == UM_DTOH and cause == CAUSE_USER)
-    prev = 0
-    any_flush = False
-    for i, (ts, index) in enumerate(markers):
-        flushed = bisect.bisect_left(flushes, ts) > bisect.bisect_left(flushes, prev)
-        any_flush |= flushed
-        flags = (ITER_FLUSHED if flushed else 0) | (ITER_END if i == len(markers) - 1 else 0)
-        b.add(ITERATION, ts, aux=index, flags=flags)
-        prev = ts
-    for ts, rtype, addr, size in ranges:
-        b.add(rtype, ts, addr, size)
-
+def _ordinal_exec_ids(b: _Builder, c: _Capture, marker_ts: list[int]) -> tuple[list[int], list[list]]:
+    """Without libdeepum's launches: one LAUNCH per kernel, exec ID = (name,
+    shape, ordinal of that name and shape in the iteration).  Returns each
+    kernel's exec ID and the exec IDs' descriptions."""
     exec_ids: dict[tuple, int] = {}
     names: list[list] = []
     ordinal: dict[tuple, int] = {}
     iteration = -1
-    launch_exec = []
-    for start, end, stream, shape, name in kernels:
+    kernel_exec = []
+    for start, end, stream, _, shape, name in c.kernels:
         it = bisect.bisect_right(marker_ts, start)
         if it != iteration:
             iteration, ordinal = it, {}
@@ -206,14 +225,88 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
         eid = exec_ids.setdefault(key + (n,), len(exec_ids))
         if eid == len(names):
             names.append([name, list(shape[:3]), list(shape[3:]), n])
-        launch_exec.append(eid)
+        kernel_exec.append(eid)
         b.add(LAUNCH, start, name_hash(name), end - start, eid, stream)
+    return kernel_exec, names
+
+
+def _launch_exec_ids(b: _Builder, c: _Capture) -> tuple[list[int], list[list | None], int]:
+    """With libdeepum's launches: their own exec IDs, each LAUNCH at its
+    kernel's start with its duration (at the interception time, 0 long, when
+    CUPTI reported no kernel for it).  Returns each kernel's exec ID
+    (EXEC_NONE for kernels libdeepum never saw), the exec IDs' descriptions
+    and how many launches found their kernel."""
+    kernel_of_launch = {}
+    for j, (_, _, _, correlation, _, _) in enumerate(c.kernels):
+        external = c.launch_of_correlation.get(correlation)
+        if external is not None:
+            kernel_of_launch[external] = j
+    kernel_exec = [EXEC_NONE] * len(c.kernels)
+    names: list[list | None] = []
+    matched = 0
+    for ts, external, eid, hashed, slot in c.launches:
+        j = kernel_of_launch.get(external)
+        if j is None:
+            b.add(LAUNCH, ts, hashed, 0, eid, slot)
+            continue
+        start, end, _, _, shape, name = c.kernels[j]
+        matched += 1
+        kernel_exec[j] = eid
+        b.add(LAUNCH, start, hashed, end - start, eid, slot)
+        if eid != EXEC_NONE:
+            names.extend([None] * (eid + 1 - len(names)))
+            names[eid] = names[eid] or [name, list(shape[:3]), list(shape[3:]), None]
+    return kernel_exec, names, matched
+
+
+def import_cupti_capture(path: str | Path, block_shift: int = 21,
+                         progress: Progress | None = None) -> Trace:
+    """Read a CUPTI capture (M/K/U/A/F lines, and libdeepum's L/X lines when
+    its tracer wrote it) into a Trace."""
+    path = Path(path)
+    c = _parse_capture(path, progress)
+    c.kernels.sort()
+    c.markers.sort()
+    marker_ts = [ts for ts, _, _ in c.markers]
+    # The last marker closes the trace: what follows is no iteration's.
+    closing = marker_ts[-1]
+    c.kernels = [k for k in c.kernels if k[0] <= closing]
+    c.launches = [launch for launch in c.launches if launch[0] <= closing]
+    b = _Builder()
+
+    # Access-set flushes: said by the tracer, or host-bound user migrations before a marker.
+    flushes = sorted(ts for ts, kind, _, _, cause in c.um if kind == UM_DTOH and cause == CAUSE_USER)
+    prev = 0
+    any_flush = False
+    for i, (ts, index, said) in enumerate(c.markers):
+        if said is None:
+            flushed = bisect.bisect_left(flushes, ts) > bisect.bisect_left(flushes, prev)
+        else:
+            flushed = bool(said & ITER_FLUSHED)
+        any_flush |= flushed
+        flags = (ITER_FLUSHED if flushed else 0) | (ITER_END if i == len(c.markers) - 1 else 0)
+        b.add(ITERATION, ts, aux=index, flags=flags)
+        prev = ts
+    for ts, rtype, addr, size in c.ranges:
+        if ts <= closing:
+            b.add(rtype, ts, addr, size)
+
+    if c.launches:
+        kernel_exec, names, matched = _launch_exec_ids(b, c)
+        source_format = "deepum-tracer"
+        key = "libdeepum: kernel name, grid, block, dynamic shared memory, pointer arguments"
+    else:
+        kernel_exec, names = _ordinal_exec_ids(b, c, marker_ts)
+        source_format = "cupti-capture"
+        key = "kernel name, grid, block, ordinal of that name and shape in the iteration"
 
     # One access per (launch, block), at its first record, with the bytes
     # all of that launch's records moved in the block.
-    starts = [k[0] for k in kernels]
+    starts = [k[0] for k in c.kernels]
     first: dict[tuple[int, int], list] = {}
-    for ts, kind, value, addr, flags in sorted(um):
+    for ts, kind, value, addr, flags in sorted(c.um):
+        if ts > closing:
+            break
         # The kernel running then; records just outside any kernel go to the
         # latest one started (or the first).
         j = max(bisect.bisect_right(starts, ts) - 1, 0)
@@ -224,13 +317,16 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
                 first[j, blk] = [ts, start, j, moved, access, rflags]
     block = 1 << block_shift
     for ts, start, j, moved, access, rflags in first.values():
-        b.add(FAULT, ts, start, min(moved, block), launch_exec[j], access, rflags)
+        b.add(FAULT, ts, start, min(moved, block), kernel_exec[j], access, rflags)
 
-    meta = {
-        "source": {"format": "cupti-capture", "file": path.name, "sha256": _sha256(path)},
-        "exec_id_key": "kernel name, grid, block, ordinal of that name and shape in the iteration",
+    meta: dict = {
+        "source": {"format": source_format, "file": path.name, "sha256": _sha256(path)},
+        "exec_id_key": key,
         "kernels": names,
     }
+    if c.launches:
+        meta["source"].update(launches=len(c.launches), launches_matched=matched,
+                              kernels=len(c.kernels), kernels_without_exec_id=kernel_exec.count(EXEC_NONE))
     return Trace(records=b.records(), block_shift=block_shift,
                  flags=TRACE_ACCESS_SET if any_flush else 0, meta=meta)
 

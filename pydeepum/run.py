@@ -1,17 +1,21 @@
-"""Running a program under libdeepum (what `deepumctl run` does): the
-environment, the child process, and the statistics its CUDA processes leave.
+"""Running a program under libdeepum (what `deepumctl run` and `deepumctl
+trace record` do): the environment, the child process, and the statistics
+(and, when tracing, the captures) its CUDA processes leave.
 
 libdeepum is loaded both as LD_PRELOAD (programs that call the driver by
 symbol) and as LD_AUDIT (the CUDA runtime, which looks the driver up through
 its own dlopen handle; userlib/README.md explains).  Every CUDA process of the
 run writes its statistics to a file of its own (DEEPUM_STATS with %p);
-`run()` collects them once the command exits.
+`run()` collects them once the command exits.  `record()` also has libdeepum's
+tracer write a capture per process (DEEPUM_TRACE) and imports the one process
+that marked iterations into a deepum trace.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DeepumError, DeepumInputError
+from .importers import import_cupti_capture
+from .trace import Trace
 
 LIBRARY_ENV = "DEEPUM_LIB"
 DELIVERIES = ("write", "callback")
@@ -50,10 +56,22 @@ def find_library() -> Path:
 
 
 @dataclass(frozen=True)
+class TraceOptions:
+    iterations: int = 0  # iterations to record from the first mark; 0: all the program marks
+    access_set: bool = True  # managed memory to the host at every mark
+    cupti: str | None = None  # libcupti.so to load; None: libdeepum searches
+
+    def __post_init__(self) -> None:
+        if self.iterations < 0:
+            raise DeepumInputError(f"iterations must not be negative, got {self.iterations}")
+
+
+@dataclass(frozen=True)
 class RunOptions:
     delivery: str = "write"
     managed: bool = True
     mode: str | None = None  # None: libdeepum's own default ("auto")
+    trace: TraceOptions | None = None  # None: no tracer
 
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
@@ -96,16 +114,23 @@ def _prepend(value: str, existing: str | None) -> str:
     return f"{value}:{existing}" if existing else value
 
 
-def environment(base: Mapping[str, str], library: Path, options: RunOptions, stats_pattern: str) -> dict[str, str]:
-    """The child's environment: @base plus libdeepum and its settings."""
+def environment(base: Mapping[str, str], library: Path, options: RunOptions, workdir: Path) -> dict[str, str]:
+    """The child's environment: @base plus libdeepum and its settings; its
+    processes leave their statistics (and captures) in @workdir."""
     env = dict(base)
     env["LD_PRELOAD"] = _prepend(str(library), base.get("LD_PRELOAD"))
     env["LD_AUDIT"] = _prepend(str(library), base.get("LD_AUDIT"))
-    env["DEEPUM_STATS"] = stats_pattern
+    env["DEEPUM_STATS"] = str(workdir / "stats.%p.json")
     env["DEEPUM_DELIVERY"] = options.delivery
     env["DEEPUM_MANAGED"] = "1" if options.managed else "0"
     if options.mode is not None:
         env["DEEPUM_MODE"] = options.mode
+    if options.trace is not None:
+        env["DEEPUM_TRACE"] = str(workdir / "capture.%p.csv")
+        env["DEEPUM_TRACE_ITERATIONS"] = str(options.trace.iterations)
+        env["DEEPUM_TRACE_ACCESS_SET"] = "1" if options.trace.access_set else "0"
+        if options.trace.cupti:
+            env["DEEPUM_CUPTI"] = options.trace.cupti
     return env
 
 
@@ -119,6 +144,27 @@ def _collect(stats_dir: Path) -> list[dict[str, Any]]:
     return sorted(processes, key=lambda p: p.get("pid", 0))
 
 
+def _run_in(workdir: Path, command: Sequence[str], options: RunOptions, library: Path | None) -> RunResult:
+    if not command:
+        raise DeepumInputError("no command to run")
+    library = library or find_library()
+    env = environment(os.environ, library, options, workdir)
+    try:
+        child = subprocess.Popen(list(command), env=env)
+    except FileNotFoundError:
+        raise CommandNotRunnable(command[0], "command not found", 127) from None
+    except PermissionError:
+        raise CommandNotRunnable(command[0], "permission denied", 126) from None
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, lambda sig, frame: child.send_signal(sig))
+    try:
+        status = child.wait()
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    return RunResult(list(command), 128 - status if status < 0 else status, _collect(workdir))
+
+
 def run(command: Sequence[str], options: RunOptions = RunOptions(), library: Path | None = None) -> RunResult:
     """Run @command under libdeepum and wait for it.
 
@@ -126,22 +172,39 @@ def run(command: Sequence[str], options: RunOptions = RunOptions(), library: Pat
     runs (the terminal delivers them to the command) and passes SIGTERM on.
     A command that cannot be started gives 127 (not found) or 126.
     """
-    if not command:
-        raise DeepumInputError("no command to run")
-    library = library or find_library()
     with tempfile.TemporaryDirectory(prefix="deepum-run-") as tmp:
-        env = environment(os.environ, library, options, str(Path(tmp) / "stats.%p.json"))
+        return _run_in(Path(tmp), command, options, library)
+
+
+class TraceNotRecorded(DeepumError):
+    """The command ran, but left no usable capture; @result says how it ran."""
+
+    def __init__(self, message: str, result: RunResult):
+        super().__init__(message)
+        self.result = result
+
+
+def record(command: Sequence[str], trace: TraceOptions = TraceOptions(), block_shift: int = 21,
+           library: Path | None = None, keep_capture: Path | None = None) -> tuple[Trace, RunResult]:
+    """Run @command under libdeepum's tracer (observe mode, managed memory)
+    and turn the capture of the one process that marked iterations into a
+    Trace.  With @keep_capture, that capture is copied there too."""
+    options = RunOptions(managed=True, mode="observe", trace=trace)
+    with tempfile.TemporaryDirectory(prefix="deepum-trace-") as tmp:
+        result = _run_in(Path(tmp), command, options, library)
+        # libdeepum creates a process's capture at its first mark.
+        captures = sorted(Path(tmp).glob("capture.*.csv"))
+        if len(captures) != 1:
+            why = ("no process marked an iteration (call pydeepum.torch.mark_iteration() "
+                   "at the start of every iteration, and once after the last)" if not captures else
+                   f"{len(captures)} processes marked iterations; trace one at a time")
+            raise TraceNotRecorded(why, result)
+        if keep_capture is not None:
+            shutil.copyfile(captures[0], keep_capture)
         try:
-            child = subprocess.Popen(list(command), env=env)
-        except FileNotFoundError:
-            raise CommandNotRunnable(command[0], "command not found", 127) from None
-        except PermissionError:
-            raise CommandNotRunnable(command[0], "permission denied", 126) from None
-        saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
-        saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, lambda sig, frame: child.send_signal(sig))
-        try:
-            status = child.wait()
-        finally:
-            for sig, handler in saved.items():
-                signal.signal(sig, handler)
-        return RunResult(list(command), 128 - status if status < 0 else status, _collect(Path(tmp)))
+            recorded = import_cupti_capture(captures[0], block_shift)
+        except DeepumError as e:
+            raise TraceNotRecorded(str(e), result) from None
+    recorded.meta["provenance"] = {"command": list(command), "returncode": result.returncode,
+                                   "iterations_asked": trace.iterations, "access_set_asked": trace.access_set}
+    return recorded, result

@@ -95,6 +95,18 @@ class Trace:
             bounds.append((int(rec["aux"]), int(start), int(end)))
         return bounds
 
+    def iteration_summary(self) -> list[dict[str, int]]:
+        """Per iteration: its index, LAUNCH and FAULT records, distinct blocks
+        faulted and bytes moved (FAULT lengths summed)."""
+        out = []
+        for index, start, end in self.iteration_bounds():
+            records = self.records[start:end]
+            faults = records[records["type"] == FAULT]
+            out.append({"iteration": index, "launches": int((records["type"] == LAUNCH).sum()),
+                        "faults": len(faults), "blocks": len(np.unique(faults["addr"] >> np.uint64(self.block_shift))),
+                        "bytes": int(faults["len"].sum())})
+        return out
+
     def fault_blocks(self) -> np.ndarray:
         """Block number of every FAULT record, in order."""
         faults = self.records[self.records["type"] == FAULT]

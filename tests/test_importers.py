@@ -10,7 +10,7 @@ import pytest
 from testlib import BLOCK, GPT2_RAW, blk
 from pydeepum.errors import TraceFormatError
 from pydeepum.importers import import_file
-from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH,
+from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, FREE, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH,
                             name_hash)
 
 
@@ -50,8 +50,49 @@ def test_capture_attribution_exec_ids_and_flushes(tmp_path):
     assert t.meta["kernels"][1] == ["kern_a", [4, 1, 1], [128, 1, 1], 1]
 
 
+def test_tracer_capture_joins_launches_to_kernels_by_correlation(tmp_path):
+    """libdeepum's lines: L launches with their own exec IDs, X joins them to K kernels."""
+    a, b = blk(0x100), blk(0x101)
+    vec = name_hash("vec")
+    t = _capture(tmp_path, [
+        "M,0,10,1",                           # flushed, as the tracer says
+        f"A,{a:x},{2 * BLOCK},10",
+        f"L,1,7,{vec:x},3,11",                # ran as kernel 500
+        f"L,2,9,{vec:x},4,12",                # CUPTI reported no kernel for it
+        "X,1,500",
+        "K,20,30,7,500,4,1,1,128,1,1,vec",
+        "K,40,50,7,501,1,1,1,32,1,1,foreign",  # a kernel libdeepum never saw
+        f"U,1,4096,22,23,{a:x},2",
+        f"U,4,1,45,46,{b:x},1",
+        f"F,{a:x},{2 * BLOCK},55",
+        "M,1,60",
+        f"U,1,4096,70,71,{b:x},2",            # after the closing mark: no iteration's
+        "K,80,90,7,502,1,1,1,32,1,1,late",
+    ])
+    r = t.records
+    assert list(r["type"]) == [ITERATION, ALLOC, LAUNCH, LAUNCH, FAULT, FAULT, FREE, ITERATION]
+    launches = r[r["type"] == LAUNCH]
+    assert [(int(x["ts"]), int(x["exec_id"]), int(x["len"]), int(x["aux"])) for x in launches] == [
+        (12, 9, 0, 4), (20, 7, 10, 3)]
+    assert set(launches["addr"].tolist()) == {vec}
+    faults = r[r["type"] == FAULT]
+    assert list(faults["addr"] // BLOCK) == [0x100, 0x101] and list(faults["exec_id"]) == [7, EXEC_NONE]
+    assert r[0]["flags"] == ITER_FLUSHED and t.access_set and r[-1]["flags"] == ITER_END
+    assert t.meta["source"]["format"] == "deepum-tracer"
+    assert {k: t.meta["source"][k] for k in ("launches", "launches_matched", "kernels", "kernels_without_exec_id")} \
+        == {"launches": 2, "launches_matched": 1, "kernels": 2, "kernels_without_exec_id": 1}
+    assert t.meta["kernels"][7] == ["vec", [4, 1, 1], [128, 1, 1], None]
+
+
+def test_a_capture_the_tracer_gave_up_on_is_refused_with_its_reason(tmp_path):
+    with pytest.raises(TraceFormatError, match="the tracer failed: CUPTI dropped 3 activity records"):
+        _capture(tmp_path, ["M,0,1", "K,2,3,7,1,1,1,1,1,1,1,k", "E,CUPTI dropped 3 activity records", "M,1,9"])
+
+
 @pytest.mark.parametrize("line,message", [
     ("K,1,2,3", "K record needs 12 fields"),
+    ("L,1,2,3", "L record needs 6 fields"),
+    ("M,1,2,3,4", "M record needs 3 or 4 fields"),
     ("U,1,x,1,2,ff,1", "'x' is not a number"),
     ("Q,1", "unknown record type"),
     ("U,1,4096,-5,2,ff,1", "not a number|out of range"),

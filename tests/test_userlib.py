@@ -1,9 +1,12 @@
 """libdeepum against a fake libcuda (tests/fakecuda): interception by symbol
-and through cuGetProcAddress, execution IDs, stream-ordered delivery, managed
-redirection, pass-through and survival of failures, and `deepumctl run`.
+and through cuGetProcAddress, execution IDs, stream-ordered delivery and
+stream capture, managed redirection, pass-through and survival of failures,
+`deepumctl run`, and the tracer (with a fake libcupti) and `deepumctl trace
+record`.
 
 Every assertion is on what the fake driver (and the fake /dev/deepum) logged
-having been called with, or on the statistics libdeepum wrote at exit.
+having been called with, on the statistics libdeepum wrote at exit, or on
+the trace made of the tracer's capture.
 """
 
 from __future__ import annotations
@@ -17,19 +20,28 @@ from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from pydeepum.trace import name_hash
+from pydeepum.errors import TraceFormatError
+from pydeepum.importers import import_file
+from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
+                            name_hash)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 LIB = BUILD / "userlib/libdeepum.so"
 LIB_FAULTS = BUILD / "userlib/libdeepum-faultinject.so"
 FAKE = BUILD / "fakecuda"
+FAKE_CUPTI = FAKE / "libcupti.so"
+MIB = 1 << 20
 NONE = 0xFFFFFFFF
 HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
          "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuMemAlloc_v2",
-         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuGetProcAddress", "cuGetProcAddress_v2"}
+         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuGetProcAddress", "cuGetProcAddress_v2",
+         "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
+         "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz",
+         "cuStreamEndCapture", "cuStreamEndCapture_ptsz"}
 LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
 # struct deepum_launch_page (userlib/launch_page.h): 4 u32, 128 stream handles, then 128 x 64 entries
 PAGE_ENTRIES_OFFSET = 16 + 128 * 8
@@ -47,6 +59,11 @@ def built() -> None:
 class Call:
     name: str
     args: dict[str, str]
+    line: str
+
+    def result(self) -> str:
+        """What a line ending in "-> X" says the call returned."""
+        return self.line.rsplit("-> ", 1)[-1]
 
 
 @dataclass
@@ -78,7 +95,7 @@ def parse_log(path: Path) -> list[Call]:
     calls = []
     for line in path.read_text().splitlines() if path.exists() else []:
         name, *words = line.split()
-        calls.append(Call(name, dict(w.split("=", 1) for w in words if "=" in w)))
+        calls.append(Call(name, dict(w.split("=", 1) for w in words if "=" in w), line))
     return calls
 
 
@@ -145,13 +162,13 @@ def test_library_exports_only_the_hooks_and_needs_neither_cuda_nor_cxx():
 
 def _cuda_include() -> Path | None:
     for root in sorted(Path("/usr/local").glob("cuda*"), reverse=True):
-        if (root / "include/cuda.h").is_file():
+        if (root / "include/cuda.h").is_file() and (root / "include/cupti_activity.h").is_file():
             return root / "include"
     return None
 
 
-@pytest.mark.skipif(_cuda_include() is None, reason="no CUDA toolkit (cuda.h) on this machine")
-def test_cuda_abi_header_matches_nvidia(tmp_path):
+@pytest.mark.skipif(_cuda_include() is None, reason="no CUDA toolkit (cuda.h, CUPTI's headers) on this machine")
+def test_cuda_and_cupti_abi_headers_match_nvidia(tmp_path):
     source = ROOT / "tests/fakecuda/abi_check.c"
     include = _cuda_include()
 
@@ -175,15 +192,15 @@ def test_symbol_path_intercepts_every_launch_form(tmp_path):
     r = observe(tmp_path, "symbol", "variants")
     assert {c.name for c in r.launches()} == {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"}
     assert_each_launch_follows_its_delivery(r)
-    assert r.counter("launches") == len(r.launches()) == 16
+    assert r.counter("launches") == len(r.launches()) == 26
 
 
 @pytest.mark.parametrize("resolve", ["runtime", "runtime-ptsz", "runtime-v1"])
 def test_runtime_path_is_intercepted_through_get_proc_address(tmp_path, resolve):
     r = observe(tmp_path, resolve, "loop", "2", app="cuda_app_dlopen")
     assert r.counter("launches") == len(r.launches()) == 6
-    # cuGetProcAddress itself, then the launch, Ex, cooperative, alloc, pitch and free entry points
-    assert r.counter("getproc_hooked") == 7
+    # cuGetProcAddress itself, then the launch, Ex, cooperative, alloc, pitch, free, begin and end capture
+    assert r.counter("getproc_hooked") == 9
     assert r.counter("getproc_unmatched") == 0
     assert_each_launch_follows_its_delivery(r)
     if resolve == "runtime-ptsz":
@@ -209,6 +226,18 @@ def test_unknown_entry_point_versions_are_left_alone(tmp_path):
     assert r.counter("launches") == 0
 
 
+def test_an_unknown_entry_point_version_makes_every_launch_ask_about_capture(tmp_path):
+    """A driver newer than libdeepum could begin captures it does not see."""
+    r = observe(tmp_path, "runtime-future", "variants", app="cuda_app_dlopen")
+    intercepted = [c for c in r.launches() if c.name != "cuLaunchKernel_future"]
+    assert len(intercepted) == r.counter("launches") == r.counter("capture_queries") == 2  # Ex, cooperative
+    names = [c.name for c in r.calls]
+    for launch in intercepted:
+        i = r.calls.index(launch)
+        since_last_launch = names[max(j for j in range(i) if names[j].startswith(LAUNCHES)):i]
+        assert "cuStreamIsCapturing" in since_last_launch and names[i - 1] == "cuStreamWriteValue64_v2"
+
+
 NVCC = shutil.which("nvcc") or next((str(p) for p in sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
 
 
@@ -227,7 +256,8 @@ def test_the_real_cuda_runtime_gets_its_driver_entry_points_through_libdeepum(tm
                    DEEPUM_STATS=str(stats), DEEPUM_MODE="observe")
     subprocess.run([str(exe)], env=environ, capture_output=True, timeout=60)  # the fake cannot run it to the end
     hooked_apis = {"cuGetProcAddress", "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-                   "cuMemAlloc", "cuMemAllocPitch", "cuMemFree"}
+                   "cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuStreamBeginCapture",
+                   "cuStreamBeginCaptureToGraph", "cuStreamEndCapture"}
     asked = [c for c in parse_log(log) if c.name == "cuGetProcAddress_v2" and c.args["symbol"] in hooked_apis]
     counters = json.loads(stats.read_text())["counters"]
     assert len(asked) >= 7
@@ -238,8 +268,11 @@ def test_the_real_cuda_runtime_gets_its_driver_entry_points_through_libdeepum(tm
 # ---- execution IDs -----------------------------------------------------------------------
 
 
-def test_exec_ids_are_stable_across_iterations(tmp_path):
+def test_exec_ids_are_stable_across_iterations_whatever_their_scalars(tmp_path):
+    """cuda_app's loop changes scale's factor and size and fill's value every iteration."""
     r = observe(tmp_path, "symbol", "loop", "5")
+    scalars = {c.args["args"] for c in r.launches() if c.args["f"] == "scale"}
+    assert len(scalars) == 5
     ids = r.delivered_ids()
     assert [ids[i:i + 3] for i in range(0, 15, 3)] == [[0, 1, 2]] * 5
     iterations = r.stats["iterations"]
@@ -251,16 +284,38 @@ def test_exec_ids_are_stable_across_iterations(tmp_path):
 def test_distinct_launches_get_distinct_ids_and_equal_ones_the_same(tmp_path):
     """Labels as in cuda_app.c's scenario_variants."""
     ids = observe(tmp_path, "symbol", "variants").delivered_ids()
-    assert len(ids) == 16 and NONE not in ids
+    assert len(ids) == 26 and NONE not in ids
     base = ids[0]
-    # the same launch again, through cuLaunchKernelEx, the argument buffer, cuLaunchCooperativeKernel,
-    # a CUkernel handle, or on another stream
-    assert [ids[i] for i in (1, 8, 9, 10, 11, 12)] == [base] * 6
-    # another scalar, grid, block, shared memory size, pointer argument, kernel name
-    changed = [ids[i] for i in (2, 3, 4, 5, 6, 7)]
-    assert len(set(changed)) == 6 and base not in changed
-    # padding bytes of an argument buffer are not arguments
+    # the same launch again, with another scalar, through cuLaunchKernelEx, the argument buffer,
+    # cuLaunchCooperativeKernel, a CUkernel handle, or on another stream
+    assert [ids[i] for i in (1, 2, 8, 9, 10, 11, 12)] == [base] * 7
+    # another grid, block, shared memory size, pointer argument, kernel name
+    changed = [ids[i] for i in (3, 4, 5, 6, 7)]
+    assert len(set(changed)) == 5 and base not in changed
+    # padding bytes of an argument buffer are not arguments, and fill's only pointer is the same
     assert ids[13] == ids[14] == ids[15] and ids[13] not in [base, *changed]
+
+
+def test_only_pointers_into_allocations_name_the_data(tmp_path):
+    """Labels as in cuda_app.c's scenario_variants: adam(param, moment, lr, step, seed)
+    and gather(struct {n, src, seed, dst}, flags)."""
+    ids = observe(tmp_path, "symbol", "variants").delivered_ids()
+    adam = ids[16]
+    # other float and int scalars, a 64-bit seed and a host pointer: not pointers into allocations
+    assert ids[17] == ids[18] == adam
+    # a pointer to another allocation, elsewhere in its own, or the two pointers swapped
+    moved = [ids[i] for i in (19, 20, 21)]
+    assert len(set(moved)) == 3 and adam not in moved
+    gather = ids[22]
+    # pointers inside a by-value struct count, its scalars do not, in either launch form
+    assert ids[23] == ids[25] == gather
+    assert ids[24] != gather
+
+
+def test_the_common_path_never_asks_the_driver_about_capture(tmp_path):
+    r = observe(tmp_path, "symbol", "streams")
+    assert not r.named("cuStreamIsCapturing")
+    assert r.counter("capture_queries") == 0 and r.counter("delivered") == r.counter("launches") == 7
 
 
 def test_a_full_id_table_leaves_launches_untracked(tmp_path):
@@ -335,10 +390,51 @@ def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
 
 
 def test_streams_being_captured_get_no_delivery(tmp_path):
-    r = observe(tmp_path, "symbol", "capture", env={"FAKECUDA_CAPTURING": "0x1010"})  # the first stream created
-    assert [c.args["stream"] for c in r.launches()] == ["0x1010", "0x1020"]
-    assert [c.args["stream"] for c in r.named("cuStreamWriteValue64_v2")] == ["0x1020"]
-    assert r.counter("delivery_skipped_capture") == 1
+    """Labels as in cuda_app.c's scenario_capture: a capture on s1, which s3 joins."""
+    r = observe(tmp_path, "symbol", "capture")
+    launches = [c for c in r.launches() if c.args["args"]]  # the failing legacy launch is logged by nobody
+    assert [(c.args["stream"], c.args["captured"]) for c in launches] == [
+        ("0x1010", "0"), ("0x1010", "1"), ("0x1020", "0"), ("0x1030", "1"),
+        ("0x1010", "0"), ("0x1030", "0"), ("0x1020", "0"), ("(nil)", "0")]
+    writes = r.named("cuStreamWriteValue64_v2")
+    assert [w.args["stream"] for w in writes] == ["0x1010", "0x1020", "0x1010", "0x1030", "0x1020", "0x1"]
+    assert {w.args["captured"] for w in writes} == {"0"}  # nothing was added to a graph
+    # launches ask the driver only while a capture is open: 1, 2, 3, and the legacy launch, which it
+    # refuses to answer for while a blocking stream captures (an end asks once, after the end)
+    asked = [(c.args["stream"], c.result()) for i, c in enumerate(r.calls)
+             if c.name == "cuStreamIsCapturing" and r.calls[i - 1].name != "cuStreamEndCapture"]
+    assert asked == [("0x1010", "0"), ("0x1020", "0"), ("0x1030", "0"), ("0x1", "906")]
+    assert r.counter("capture_queries") == 4 and r.counter("delivery_skipped_capture") == 3
+    # the invalidated capture was the program's doing, and its end closed it for libdeepum too
+    assert [c.result() for c in r.named("cuStreamEndCapture")] == ["0", "401", "901"]
+    assert r.stats["active"]
+
+
+def test_a_capture_before_the_first_launch_defers_the_launch_page(tmp_path):
+    """Allocating pinned memory during a global-mode capture would invalidate it."""
+    r = observe(tmp_path, "symbol", "capture-first")
+    names = [c.name for c in r.calls]
+    assert names.index("cuMemHostAlloc") > names.index("cuStreamEndCapture")
+    assert r.named("cuStreamEndCapture")[0].result() == "0"
+    assert [w.args["stream"] for w in r.named("cuStreamWriteValue64_v2")] == ["0x1020"]
+    assert r.counter("delivered") == 1 and r.counter("delivery_skipped_capture") == 2
+
+
+def test_an_allocation_a_capture_forbids_fails_as_it_would_have_and_deepum_stays_on(tmp_path):
+    plain = baseline(tmp_path, "capture-alloc")
+    r = observe(tmp_path, "symbol", "capture-alloc", env={"DEEPUM_MANAGED": "1"})
+    assert [c.result() for c in r.named("cuStreamEndCapture")] == ["901"] == \
+        [c.result() for c in plain.named("cuStreamEndCapture")]
+    assert r.stats["active"] and r.counter("allocs_fallback") == 1 and r.counter("allocs_redirected") == 1
+    assert r.counter("delivered") == 1
+
+
+@pytest.mark.parametrize("resolve", ["symbol", "runtime-ptsz"])
+def test_a_capture_on_the_per_thread_stream_ends_for_libdeepum_too(tmp_path, resolve):
+    r = observe(tmp_path, resolve, "capture-own", app="cuda_app" if resolve == "symbol" else "cuda_app_dlopen")
+    assert [c.args["captured"] for c in r.launches()] == ["1", "0"]
+    assert [w.args["stream"] for w in r.named("cuStreamWriteValue64_v2")] == ["0x2"]
+    assert r.counter("capture_queries") == 1  # the launch after the end asked nothing
 
 
 # ---- allocations -------------------------------------------------------------------------
@@ -431,14 +527,144 @@ def test_an_injected_full_table_tracks_nothing_and_breaks_nothing(tmp_path):
     assert r.counter("exec_untracked") == 6
 
 
+# ---- the tracer --------------------------------------------------------------------------
+
+# cuda_app.c's scenario_train: a (3 MiB), b (1 MiB), c (4 MiB), d (2 MiB) in consecutive 2 MiB blocks
+# from a's (a0 a1 b0 c0 c1 d0), and these launches every iteration
+TRAIN_KERNELS = ["vec_add", "scale", "fill", "adam"]
+
+
+def traced(tmp_path: Path, *scenario: str, iterations: int = 0, access_set: bool = True,
+           env: dict[str, str] | None = None) -> tuple[Run, Path]:
+    """Run cuda_app under the tracer (fake CUPTI); the run and its capture."""
+    capture = tmp_path / f"capture{next(_runs)}.csv"
+    settings = {"DEEPUM_TRACE": str(capture), "DEEPUM_MANAGED": "1", "DEEPUM_CUPTI": str(FAKE_CUPTI),
+                "DEEPUM_TRACE_ITERATIONS": str(iterations), "DEEPUM_TRACE_ACCESS_SET": "1" if access_set else "0"}
+    r = run_app(tmp_path, "symbol", *scenario, env={"DEEPUM_MODE": "observe", **settings, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return r, capture
+
+
+def iterations_of(t: Trace) -> list[np.ndarray]:
+    return [t.records[start:end] for _, start, end in t.iteration_bounds()]
+
+
+def test_the_tracer_records_launches_faults_allocations_and_iterations(tmp_path):
+    r, capture = traced(tmp_path, "train", "3")
+    assert r.warnings() == []
+    t = import_file(capture)
+    t.write(tmp_path / "train.dut.gz")
+    t = Trace.read(tmp_path / "train.dut.gz")
+    assert t.access_set and t.meta["source"]["format"] == "deepum-tracer"
+    marks = t.records[t.records["type"] == ITERATION]
+    assert list(marks["aux"]) == [0, 1, 2, 3] and list(marks["flags"]) == [ITER_FLUSHED] * 3 + [ITER_FLUSHED | ITER_END]
+    first = t.records[: t.iteration_bounds()[0][2]]
+    base = int(t.records[t.records["type"] == ALLOC]["addr"].min())
+    assert sorted((int(a) - base, int(n)) for a, n in first[first["type"] == ALLOC][["addr", "len"]]) == [
+        (0, 3 * MIB), (4 * MIB, MIB), (6 * MIB, 4 * MIB), (10 * MIB, 2 * MIB)]
+
+    delivered = r.delivered_ids()
+    assert len(delivered) == 12 and len(set(delivered)) == 4  # the same 4 launches every iteration
+    durations = None
+    for i, records in enumerate(iterations_of(t)):
+        launches = records[records["type"] == LAUNCH]
+        # libdeepum's own exec IDs, name hashes and stream slots, in launch order
+        assert list(launches["exec_id"]) == delivered[4 * i: 4 * i + 4]
+        assert list(launches["addr"]) == [name_hash(k) for k in TRAIN_KERNELS]
+        slots = list(launches["aux"])
+        assert slots[0] == slots[2] == slots[3] != slots[1]  # scale ran on a stream of its own
+        # kernel durations from CUPTI: vec_add moved 5 blocks, scale one, the others none
+        durations = durations or list(launches["len"])
+        assert list(launches["len"]) == durations and durations[0] > durations[1] > durations[2] > 0
+        # every block each iteration, attributed to the launch that touched it first
+        faults = records[records["type"] == FAULT]
+        blocks = [(int(a) - base) >> 21 for a in faults["addr"]]
+        by_kernel = dict(zip(launches["exec_id"].tolist(), TRAIN_KERNELS))
+        assert sorted(zip(blocks, (by_kernel[e] for e in faults["exec_id"].tolist()))) == [
+            (0, "vec_add"), (1, "vec_add"), (2, "vec_add"), (3, "vec_add"), (4, "vec_add"), (5, "scale")]
+        moved = dict(zip(blocks, faults["len"].tolist()))
+        assert moved == {0: 2 * MIB, 1: MIB, 2: MIB, 3: 2 * MIB, 4: 2 * MIB, 5: 2 * MIB}
+        # the page fault of each pointer's first block gives it an access type
+        access = dict(zip(blocks, faults["aux"].tolist()))
+        assert access == {0: 1, 1: 0, 2: 1, 3: 1, 4: 0, 5: 1}
+    source = t.meta["source"]
+    assert source["launches"] == source["launches_matched"] == source["kernels"] == 12
+    assert source["kernels_without_exec_id"] == 0
+
+
+def test_access_set_marks_move_every_managed_allocation_to_the_host_first(tmp_path):
+    r, _ = traced(tmp_path, "train", "3")
+    names = [c.name for c in r.calls]
+    for mark in range(4):  # 3 iterations and the mark that closes the last
+        prefetches = [i for i, n in enumerate(names) if n == "cuMemPrefetchAsync"][4 * mark: 4 * mark + 4]
+        assert [r.calls[i].args["device"] for i in prefetches] == ["-1"] * 4
+        assert names[prefetches[0] - 1] == "cuCtxSynchronize" and names[prefetches[-1] + 1] == "cuCtxSynchronize"
+    assert names.count("cuMemPrefetchAsync") == 16
+
+
+def test_without_access_set_only_first_touches_fault(tmp_path):
+    r, capture = traced(tmp_path, "train", "3", access_set=False)
+    t = import_file(capture)
+    assert not t.access_set and not r.named("cuMemPrefetchAsync")
+    assert [int((records["type"] == FAULT).sum()) for records in iterations_of(t)] == [6, 0, 0]
+    assert not (t.records[t.records["type"] == ITERATION]["flags"] & ITER_FLUSHED).any()
+
+
+def test_the_tracer_stops_after_the_iterations_asked_for_and_the_program_runs_on(tmp_path):
+    plain = baseline(tmp_path, "train", "4")
+    r, capture = traced(tmp_path, "train", "4", iterations=2)
+    assert r.stdout == plain.stdout
+    assert [(c.name, c.args) for c in r.launches()] == [(c.name, c.args) for c in plain.launches()]
+    t = import_file(capture)
+    assert len(t.iteration_bounds()) == 2 and t.counts()["launch"] == 8
+    assert capture.read_text().count("\nL,") == 8  # nothing recorded after the closing mark
+    # the mark that closed the trace flushed too; later ones did nothing
+    assert [c.name for c in r.calls].count("cuMemPrefetchAsync") == 4 * 3
+
+
+def test_a_forked_child_leaves_the_capture_alone(tmp_path):
+    _, capture = traced(tmp_path, "train-fork", "2")
+    lines = capture.read_text().splitlines()
+    assert len(lines) == len(set(lines))  # the child did not flush the parent's buffer again
+    assert import_file(capture).counts()["launch"] == 8
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"DEEPUM_CUPTI": "/no/such/libcupti.so"}, "cannot load CUPTI"),
+    ({"FAKECUPTI_DROP": "3"}, "CUPTI dropped 3 activity records"),
+])
+def test_a_failed_capture_says_why_and_changes_nothing_else(tmp_path, env, message):
+    plain = baseline(tmp_path, "train", "2")
+    r, capture = traced(tmp_path, "train", "2", env=env)
+    assert r.stdout == plain.stdout and r.stats["active"]
+    assert len(r.warnings()) == 1 and message in r.warnings()[0]
+    with pytest.raises(TraceFormatError, match=f"the tracer failed: {message}"):
+        import_file(capture)
+
+
+def test_the_marker_module_reaches_libdeepum_when_it_is_loaded(tmp_path):
+    program = "import pydeepum.torch as t; t.mark_iteration(); print(t.loaded())"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "LD_"))}
+    environ["PYTHONPATH"] = str(ROOT)
+    alone = subprocess.run([sys.executable, "-c", program], env=environ, capture_output=True, text=True)
+    under = subprocess.run([sys.executable, "-c", program], env={**environ, "LD_PRELOAD": str(LIB)},
+                           capture_output=True, text=True)
+    assert (alone.stdout, under.stdout) == ("False\n", "True\n"), alone.stderr + under.stderr
+
+
 # ---- deepumctl run -----------------------------------------------------------------------
 
 
-def deepumctl_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def deepumctl(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """deepumctl ARGS in the fake driver's directory, with no /dev/deepum."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "LD_"))}
     environ.update(LD_LIBRARY_PATH=str(FAKE), DEEPUM_DEVICE=str(tmp_path / "no-such-device"), **(env or {}))
-    return subprocess.run([sys.executable, "-c", "from pydeepum.cli import cli; cli()", "run", *args],
+    return subprocess.run([sys.executable, "-c", "from pydeepum.cli import cli; cli()", *args],
                           env=environ, capture_output=True, text=True, timeout=60, cwd=FAKE)
+
+
+def deepumctl_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return deepumctl(tmp_path, "run", *args, env=env)
 
 
 def test_deepumctl_run_summarises_every_cuda_process_and_exits_with_the_command_status(tmp_path):
@@ -484,3 +710,77 @@ def test_deepumctl_run_exit_status_is_the_shells(tmp_path, command, status, mess
 def test_deepumctl_run_without_a_built_library_is_an_input_error(tmp_path):
     done = deepumctl_run(tmp_path, "true", env={"DEEPUM_LIB": str(tmp_path / "missing.so")})
     assert done.returncode == 2 and "make -C userlib" in done.stderr
+
+
+# ---- deepumctl trace record --------------------------------------------------------------
+
+
+def test_deepumctl_trace_record_writes_a_trace_that_replays(tmp_path):
+    out, raw = tmp_path / "train.dut.gz", tmp_path / "train.csv"
+    done = deepumctl(tmp_path, "trace", "record", "--iterations", "2", "--cupti", str(FAKE_CUPTI),
+                     "--keep-capture", str(raw), "--note", "gpu=fake", "-o", str(out), "--",
+                     "./cuda_app", "symbol", "train", "3")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok train\n"
+    assert f"{out}: " in done.stderr and "2 iterations (access-set)" in done.stderr
+    assert "per iteration (median): 4 launches, 6 distinct blocks" in done.stderr
+    assert "launches matched to CUPTI kernels: 8 of 8" in done.stderr
+    t = Trace.read(out)
+    assert len(t.iteration_bounds()) == 2 and t.access_set
+    assert t.meta["provenance"]["gpu"] == "fake" and t.meta["provenance"]["command"][-2:] == ["train", "3"]
+    assert import_file(raw).counts() == t.counts()  # the kept capture imports to the same trace
+    replayed = deepumctl(tmp_path, "replay", "--json", str(out))
+    assert replayed.returncode == 0, replayed.stderr
+    assert [it["accesses"] for it in json.loads(replayed.stdout)["iterations"]] == [6, 6]
+    info = deepumctl(tmp_path, "trace", "info", "--json", str(out))
+    assert json.loads(info.stdout)["counts"]["fault"] == 12
+
+
+@pytest.mark.parametrize("command, status, message", [
+    (["./cuda_app", "symbol", "variants"], 1, "no process marked an iteration"),
+    (["sh", "-c", "./cuda_app symbol train 1 && ./cuda_app symbol train 1"], 1, "2 processes marked iterations"),
+    (["sh", "-c", "./cuda_app symbol variants; exit 5"], 5, "no process marked an iteration"),
+])
+def test_deepumctl_trace_record_without_one_marked_process_makes_no_trace(tmp_path, command, status, message):
+    out = tmp_path / "none.dut"
+    done = deepumctl(tmp_path, "trace", "record", "--cupti", str(FAKE_CUPTI), "-o", str(out), "--", *command)
+    assert done.returncode == status and message in done.stderr and not out.exists()
+
+
+def test_deepumctl_trace_record_reports_a_failed_capture(tmp_path):
+    done = deepumctl(tmp_path, "trace", "record", "--cupti", str(tmp_path / "missing.so"), "-o",
+                     str(tmp_path / "t.dut"), "--", "./cuda_app", "symbol", "train", "1")
+    assert done.returncode == 1 and "no trace: " in done.stderr and "cannot load CUPTI" in done.stderr
+
+
+# ---- the GPU scripts' plumbing, without a GPU ----------------------------------------------
+
+GPU_SCRIPTS = ROOT / "scripts/gpu"
+
+
+def test_capture_traces_records_validates_and_keeps_provenance(tmp_path, monkeypatch):
+    """capture_traces.py's capture(), with cuda_app standing in for the training process."""
+    monkeypatch.syspath_prepend(str(GPU_SCRIPTS))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(FAKE))
+    monkeypatch.setenv("DEEPUM_DEVICE", str(tmp_path / "no-such-device"))
+    import capture_traces
+
+    worker = ["sh", "-c", f"{FAKE}/cuda_app symbol train 6 >/dev/null && echo '{{\"workload\": \"fake\"}}'"]
+    provenance = capture_traces.capture("gpt2", tmp_path, 6, 1, 60, worker=worker)
+    assert "error" not in provenance, provenance
+    trace = Trace.read(tmp_path / "h200-gpt2-124m-bs8x512-accessset-6it.dut.gz")
+    assert trace.meta["provenance"]["run"] == {"workload": "fake"} and trace.meta["provenance"]["driver"]
+    assert [i["blocks"] for i in provenance["per_iteration"]] == [6] * 6
+    assert provenance["validation"]["ok"] is False  # four fake kernels are not GPT-2
+    assert any("6 iterations (access-set)" in line for line in provenance["tracer_summary"])
+
+
+def test_validate_trace_accepts_the_reference_and_rejects_another_workload(tmp_path):
+    _, capture = traced(tmp_path, "train", "3")
+    import_file(capture).write(tmp_path / "fake.dut")
+    script = [sys.executable, str(GPU_SCRIPTS / "validate_trace.py")]
+    same = subprocess.run([*script, str(ROOT / "tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz")],
+                          capture_output=True, text=True)
+    other = subprocess.run([*script, str(tmp_path / "fake.dut")], capture_output=True, text=True)
+    assert same.returncode == 0 and "launches per iteration from iteration 1 on (median): ours 1107" in same.stdout
+    assert other.returncode == 1 and "DIFFER" in other.stdout

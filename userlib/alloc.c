@@ -1,17 +1,87 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * Device allocations: managed redirection and free reporting.
+ * Device allocations: managed redirection, the table of live managed
+ * allocations, and free reporting.
  *
  * With DEEPUM_MANAGED=1 (the default under `deepumctl run`), cuMemAlloc and
  * cuMemAllocPitch hand out managed memory (cuMemAllocManaged, attached
  * globally): the same kind of pointer to every kernel and copy, but pages the
  * driver can migrate, which is what lets deepum prefetch and evict it.  If
  * the managed allocation fails, the program gets the device allocation it
- * asked for.  Every free is reported before the real free, so dead data is
- * never migrated again.  Pools (cuMemAllocAsync) and cuMemCreate are left
- * alone: userlib/README.md says why.
+ * asked for.  Every allocation, managed or not, widens the address window
+ * that tells pointer arguments from scalars (launch.c).  The managed ones are
+ * kept in a table (for the tracer's flushes to the host), and every free is
+ * reported before the real free, so dead data is never migrated again.
+ * Pools (cuMemAllocAsync) and cuMemCreate are left alone: userlib/README.md
+ * says why.
  */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "deepum_user.h"
+
+struct range {
+	u64 base;
+	u64 size;
+};
+
+/* Allocations are rare (PyTorch's caching allocator asks for segments), so
+ * a locked array is enough. */
+static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct range *managed;
+static size_t managed_count, managed_room;
+
+static void managed_add(u64 base, u64 size)
+{
+	pthread_mutex_lock(&managed_lock);
+	if (managed_count == managed_room) {
+		size_t room = managed_room ? 2 * managed_room : 256;
+		struct range *grown = realloc(managed, room * sizeof(*grown));
+
+		if (!grown) {
+			pthread_mutex_unlock(&managed_lock);
+			deepum_disable("cannot grow the table of managed allocations; "
+				       "CUDA calls pass straight through");
+			return;
+		}
+		managed = grown;
+		managed_room = room;
+	}
+	managed[managed_count++] = (struct range){ base, size };
+	pthread_mutex_unlock(&managed_lock);
+}
+
+/* Whether @base started a live managed allocation (now forgotten). */
+static bool managed_remove(u64 base)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&managed_lock);
+	for (size_t i = 0; i < managed_count && !found; i++) {
+		if (managed[i].base == base) {
+			managed[i] = managed[--managed_count];
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&managed_lock);
+	return found;
+}
+
+void managed_ranges_each(range_fn fn, void *arg)
+{
+	pthread_mutex_lock(&managed_lock);
+	for (size_t i = 0; i < managed_count; i++)
+		fn(managed[i].base, managed[i].size, arg);
+	pthread_mutex_unlock(&managed_lock);
+}
+
+/* Failures the program's own allocation meets the same way: running out of
+ * memory, or allocating while a graph capture forbids it. */
+static bool programs_failure(CUresult rc)
+{
+	return rc == CUDA_ERROR_OUT_OF_MEMORY ||
+	       (rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+}
 
 static bool allocate_managed(CUdeviceptr *dptr, size_t size)
 {
@@ -19,23 +89,31 @@ static bool allocate_managed(CUdeviceptr *dptr, size_t size)
 
 	if (rc != CUDA_SUCCESS) {
 		COUNT(allocs_fallback, 1);
-		/* Running out of memory is the program's business; anything else is ours. */
-		if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+		/* The program's failures are its business (the real allocation
+		 * that follows fails as it would have); anything else is ours. */
+		if (!programs_failure(rc))
 			deepum_disable("cuMemAllocManaged failed; CUDA calls pass straight through");
 		return false;
 	}
 	COUNT(allocs_redirected, 1);
 	COUNT(bytes_redirected, size);
-	ring_push(DEEPUM_REC_ALLOC, *dptr, size, 0, 0);
+	launch_note_allocation(*dptr, size);
+	managed_add(*dptr, size);
+	tracer_alloc(*dptr, size);
 	return true;
 }
 
 CUresult on_mem_alloc(enum deepum_entry which, cuMemAlloc_v2_fn real, CUdeviceptr *dptr, size_t size)
 {
+	CUresult rc;
+
 	(void)which;
 	if (deepum.managed && dptr && size && allocate_managed(dptr, size))
 		return CUDA_SUCCESS;
-	return real(dptr, size);
+	rc = real(dptr, size);
+	if (rc == CUDA_SUCCESS)
+		launch_note_allocation(*dptr, size);
+	return rc;
 }
 
 /* Pitched rows are aligned for textures, the strictest use a pitch has;
@@ -52,6 +130,16 @@ static size_t pitch_alignment(void)
 	return (size_t)align;
 }
 
+static CUresult device_alloc_pitch(cuMemAllocPitch_v2_fn real, CUdeviceptr *dptr, size_t *pitch, size_t width,
+				   size_t height, unsigned int element)
+{
+	CUresult rc = real(dptr, pitch, width, height, element);
+
+	if (rc == CUDA_SUCCESS)
+		launch_note_allocation(*dptr, *pitch * height);
+	return rc;
+}
+
 CUresult on_mem_alloc_pitch(enum deepum_entry which, cuMemAllocPitch_v2_fn real, CUdeviceptr *dptr,
 			    size_t *pitch, size_t width, size_t height, unsigned int element)
 {
@@ -61,13 +149,13 @@ CUresult on_mem_alloc_pitch(enum deepum_entry which, cuMemAllocPitch_v2_fn real,
 	/* Arguments the driver would refuse go to the driver, for its error. */
 	if (!deepum.managed || !dptr || !pitch || !width || !height ||
 	    (element != 4 && element != 8 && element != 16))
-		return real(dptr, pitch, width, height, element);
+		return device_alloc_pitch(real, dptr, pitch, width, height, element);
 	align = pitch_alignment();
 	if (!align || width > SIZE_MAX - align)
-		return real(dptr, pitch, width, height, element);
+		return device_alloc_pitch(real, dptr, pitch, width, height, element);
 	row = (width + align - 1) & ~(align - 1);
 	if (height > SIZE_MAX / row || !allocate_managed(dptr, row * height))
-		return real(dptr, pitch, width, height, element);
+		return device_alloc_pitch(real, dptr, pitch, width, height, element);
 	*pitch = row;
 	return CUDA_SUCCESS;
 }
@@ -81,10 +169,13 @@ CUresult on_mem_free(enum deepum_entry which, cuMemFree_v2_fn real, CUdeviceptr 
 	if (dptr) {
 		/* The driver knows the allocation's extent; a pointer it does not
 		 * know (or not an allocation's start) fails the real free too. */
-		if (REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS && base == dptr)
+		if (REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS && base == dptr) {
 			delivery_report_free(base, size);
-		else
+			if (managed_remove(base))
+				tracer_free(base, size);
+		} else {
 			COUNT(frees_unknown, 1);
+		}
 	}
 	return real(dptr);
 }

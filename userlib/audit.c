@@ -14,6 +14,10 @@
  * hooked symbol of libcuda are pointed at the preloaded libdeepum's
  * trampoline instead.  dlsym itself is not overridden.
  *
+ * CUPTI (which the tracer loads) is a tool inside the process, not part of
+ * the program: its lookups of the driver are left alone, so its own calls
+ * never reach the hooks.
+ *
  * The auditor is a second copy of this file in a namespace of its own: it
  * runs only the la_* functions below and translates a trampoline's address
  * in its own copy to the preloaded copy by their load addresses.
@@ -32,11 +36,12 @@ static uintptr_t auditor_base;		/* this copy's load address */
 static struct stat auditor_file;
 static uintptr_t preloaded_base;	/* the application's copy's, once loaded */
 
-static bool is_libcuda(const char *path)
+/* Whether @path names the library @soname_prefix ("libcuda.so"), any version. */
+static bool is_library(const char *path, const char *soname_prefix)
 {
 	const char *base = strrchr(path, '/');
 
-	return strncmp(base ? base + 1 : path, "libcuda.so", strlen("libcuda.so")) == 0;
+	return strncmp(base ? base + 1 : path, soname_prefix, strlen(soname_prefix)) == 0;
 }
 
 static bool is_this_library(const char *path)
@@ -63,10 +68,12 @@ DEEPUM_EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr
 	*cookie = COOKIE_OTHER;
 	if (lmid != LM_ID_BASE)
 		return 0;
-	if (is_libcuda(map->l_name)) {
+	if (is_library(map->l_name, "libcuda.so")) {
 		*cookie = COOKIE_LIBCUDA;
 		return LA_FLG_BINDTO;
 	}
+	if (is_library(map->l_name, "libcupti.so"))
+		return 0;
 	if (!preloaded_base && is_this_library(map->l_name)) {
 		/* Its own lookups of the driver must reach the driver. */
 		*cookie = COOKIE_LIBDEEPUM;

@@ -28,15 +28,25 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUkern_st *CUkernel;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;	/* passed through, never read */
 
 typedef enum cudaError_enum {
 	CUDA_SUCCESS = 0,
 	CUDA_ERROR_INVALID_VALUE = 1,
 	CUDA_ERROR_OUT_OF_MEMORY = 2,
 	CUDA_ERROR_NOT_INITIALIZED = 3,
+	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_INVALID_HANDLE = 400,
+	CUDA_ERROR_ILLEGAL_STATE = 401,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+	CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+	CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+	CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
 	CUDA_ERROR_UNKNOWN = 999,
 } CUresult;
 
@@ -50,6 +60,15 @@ typedef enum CUstreamCaptureStatus_enum {
 	CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
 	CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
 } CUstreamCaptureStatus;
+
+typedef enum CUstreamCaptureMode_enum {
+	CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+	CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+} CUstreamCaptureMode;
+
+/* The host, as the destination of a prefetch (CUDA 8 cuMemPrefetchAsync). */
+#define CU_DEVICE_CPU ((CUdevice)-1)
 
 typedef enum CUmemAttach_flags_enum {
 	CU_MEM_ATTACH_GLOBAL = 0x1,
@@ -155,6 +174,22 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 			    unsigned int ElementSizeBytes);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 
+/* Stream capture into CUDA graphs: intercepted, to know when a capture may be
+ * in progress.  cuStreamBeginCapture is the CUDA 10.0 ABI (no mode), _v2 adds
+ * the mode, ToGraph (CUDA 12.3) captures into an existing graph. */
+CUresult cuStreamBeginCapture(CUstream hStream);
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+				     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+				     CUstreamCaptureMode mode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+					  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+					  CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+
 /* Entry-point lookup: intercepted.  "cuGetProcAddress" is the CUDA 11.3 ABI,
  * "cuGetProcAddress_v2" (CUDA 12.0) adds the query result. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
@@ -179,15 +214,19 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 CUresult cuCtxGetDevice(CUdevice *device);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
 
 /* Used by the test program and the launch benchmark only. */
 CUresult cuInit(unsigned int Flags);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuCtxSynchronize(void);
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
 
 #endif /* _DEEPUM_CUDA_ABI_H */

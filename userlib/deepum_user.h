@@ -5,10 +5,12 @@
  * entry points and deepum_mark_iteration().
  *
  * Threading: hooks run on any application thread, host callbacks on a driver
- * thread.  Process state is written once by deepum_init() (under
- * pthread_once) before any hook uses it; after that the only shared writes
- * are atomics: counters, lock-free tables (CAS to claim a slot, a release
- * store to publish it), the ring, and the one-way switch to pass-through.
+ * thread, the tracer's buffer callbacks on a CUPTI thread.  Process state is
+ * written once by deepum_init() (under pthread_once) before any hook uses
+ * it; after that the launch path only shares atomics: counters, lock-free
+ * tables (CAS to claim a slot, a release store to publish it), the pointer
+ * window, the capture count and the one-way switch to pass-through.  Rare
+ * paths (allocation table, tracer) take mutexes.
  */
 #ifndef _DEEPUM_USER_H
 #define _DEEPUM_USER_H
@@ -43,6 +45,7 @@ enum deepum_delivery {
 	X(launches_unidentified)	/* ... or the driver could not name the kernel */      \
 	X(delivered)			/* exec IDs enqueued for stream-ordered delivery */    \
 	X(delivery_skipped_capture)	/* not delivered: stream capture in progress */        \
+	X(capture_queries)		/* launches that asked the driver about capture */     \
 	X(delivery_skipped_streams)	/* not delivered: no free stream slot */               \
 	X(set_exec_id_ioctls)		/* SET_EXEC_ID issued by the host callback */          \
 	X(getproc_hooked)		/* cuGetProcAddress answers replaced by a trampoline */ \
@@ -51,9 +54,7 @@ enum deepum_delivery {
 	X(bytes_redirected)                                                                    \
 	X(allocs_fallback)		/* managed allocation failed: device memory instead */ \
 	X(frees_reported)		/* frees reported before the real free */              \
-	X(frees_unknown)		/* frees of an address the driver did not know */      \
-	X(ring_pushed)			/* records entered into the ring */                    \
-	X(ring_dropped)			/* records lost to a full ring */
+	X(frees_unknown)		/* frees of an address the driver did not know */
 
 struct deepum_counters {
 #define COUNTER_FIELD(name) _Atomic u64 name;
@@ -72,6 +73,10 @@ struct deepum_state {
 	int device_fd;			/* attached /dev/deepum, or -1 */
 	int init_pid;			/* the process that ran deepum_init() (not a fork child) */
 	char stats_path[4096];		/* DEEPUM_STATS with %p expanded; "" for none */
+	char trace_path[4096];		/* DEEPUM_TRACE with %p expanded; "" for none */
+	char cupti_path[4096];		/* DEEPUM_CUPTI; "" to search */
+	u32 trace_iterations;		/* DEEPUM_TRACE_ITERATIONS; 0: as many as marked */
+	bool trace_access_set;		/* DEEPUM_TRACE_ACCESS_SET */
 
 	_Atomic bool active;		/* false: every hook passes straight through */
 	_Atomic(const char *) disabled_reason;
@@ -105,10 +110,15 @@ void deepum_init_once(void);
 /* The one-way switch to pass-through, with the process's only warning.
  * @reason must outlive the process's use of it (a literal or static). */
 void deepum_disable(const char *reason);
+/* One line on stderr, "deepum: " @message. */
+void deepum_warn(const char *message);
 /* The trampoline exported as @symbol, or NULL. */
 void *deepum_hook_address(const char *symbol);
 /* calloc that DEEPUM_TEST_FAIL=alloc makes fail (test builds). */
 void *deepum_calloc(size_t n, size_t size);
+/* @template with "%p" replaced by the process ID, into @out; false if it
+ * does not fit. */
+bool deepum_expand_pid(const char *template, char *out, size_t size);
 #ifdef DEEPUM_FAULT_INJECTION
 /* Test builds only: whether DEEPUM_TEST_FAIL names @what. */
 bool deepum_inject(const char *what);
@@ -122,37 +132,78 @@ static inline bool deepum_inject(const char *what)
 
 /* launch.c */
 struct launch {
+	/* The launch as the program made it. */
 	CUfunction func;
 	unsigned int shape[7];		/* grid x y z, block x y z, dynamic shared bytes */
 	CUstream stream;
 	bool per_thread_stream;		/* a NULL stream is the calling thread's own */
 	void **params;
 	void **extra;
+	/* What libdeepum made of it. */
+	u32 exec_id;
+	u64 name_hash;
+	u32 slot;			/* the stream's slot, DEEPUM_PAGE_STREAMS for none */
+	bool captured;			/* it goes into a graph being captured, not to the GPU */
+	u64 trace_ts;			/* when the tracer saw it (CUPTI clock) */
 };
 
 /* Tables sized for @exec_max exec IDs; false if they cannot be allocated. */
 bool launch_tables_init(u32 exec_max);
 /* The kernel-name hash of @exec_id (0 if unknown). */
 u64 launch_name_hash(u32 exec_id);
+/* [@base, @base + @size) is a device allocation: words of launch arguments
+ * that point into it name data (launch.c's header comment). */
+void launch_note_allocation(u64 base, u64 size);
 
 /* delivery.c */
 bool delivery_tables_init(void);
 /* Open and attach @device_path; on failure *@reason says why. */
 bool delivery_attach(const char *device_path, const char **reason);
-/* Enqueue @exec_id on @l's stream, before its launch.  Returns the stream's
- * slot (the "stream" of records and ioctls), DEEPUM_PAGE_STREAMS for none. */
-u32 delivery_enqueue(const struct launch *l, u32 exec_id);
-/* A range is dead: tell the module (if attached) and the ring, before the
- * real free. */
+/* Enqueue @l's exec ID on its stream, before its launch; sets l->slot (the
+ * "stream" of ioctls and trace records) and l->captured. */
+void delivery_enqueue(struct launch *l);
+/* A range is dead: tell the module (if attached), before the real free. */
 void delivery_report_free(u64 addr, u64 len);
 
-/* ring.c: records for the engine and the tracer. */
-bool ring_init(void);
-void ring_push(u32 type, u64 addr, u64 len, u32 exec_id, u32 aux);
-bool ring_pop(struct deepum_record *ret);
-u32 ring_capacity(void);
+/* capture.c: whether a stream capture may be in progress, kept by hooking
+ * its beginning and end so that launches need not ask the driver. */
+bool capture_possible(void);
+/* A capture begun through the hooks and not ended yet (not counting
+ * capture_tracking_lost()). */
+bool capture_in_progress(void);
+/* The driver handed out an entry point libdeepum does not know: a capture
+ * could begin unseen, so from now on every launch asks the driver. */
+void capture_tracking_lost(void);
+/* Whether @stream (a handle valid in any API variant) is capturing; a
+ * stream the driver will not answer for counts as capturing. */
+bool capture_stream_capturing(CUstream stream);
 
-/* stats.c: expand DEEPUM_STATS; the file is written at exit. */
-void stats_init(void);
+/* alloc.c: the live managed allocations libdeepum made. */
+typedef void (*range_fn)(u64 base, u64 size, void *arg);
+/* Call @fn on each, under the table's lock (so @fn must not allocate or
+ * free through the hooks). */
+void managed_ranges_each(range_fn fn, void *arg);
+
+/* trace.c: the tracer (DEEPUM_TRACE), userlib/README.md. */
+extern _Atomic bool tracer_recording;
+/* Around each real launch while recording: the correlation scope that ties
+ * the launch to CUPTI's kernel record, and its trace line. */
+u64 tracer_launch_enter(struct launch *l);
+void tracer_launch_exit(const struct launch *l, u64 token, CUresult rc);
+void tracer_alloc(u64 base, u64 size);
+void tracer_free(u64 base, u64 size);
+/* An iteration begins (deepum_mark_iteration): flush, mark, start or stop. */
+void tracer_mark(void);
+
+static inline u64 trace_launch_enter(struct launch *l)
+{
+	return atomic_load_explicit(&tracer_recording, memory_order_acquire) ? tracer_launch_enter(l) : 0;
+}
+
+static inline void trace_launch_exit(const struct launch *l, u64 token, CUresult rc)
+{
+	if (token)
+		tracer_launch_exit(l, token, rc);
+}
 
 #endif /* _DEEPUM_USER_H */

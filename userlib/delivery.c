@@ -8,13 +8,16 @@
  * the stream, just before its kernel, and lands in the launch page
  * (launch_page.h) when the GPU gets there:
  *   write     cuStreamWriteValue64 of (seq << 32 | exec_id): the GPU stores
- *             it itself, ~0.6 us per launch on the H200 (the default);
+ *             it itself, the driver's call +0.6 us per launch on the H200
+ *             (the default);
  *   callback  cuLaunchHostFunc, a host function that stores the same value
- *             and issues DEEPUM_IOC_SET_EXEC_ID: DeepUM's method, ~43 us per
+ *             and issues DEEPUM_IOC_SET_EXEC_ID: DeepUM's method, +18 us per
  *             launch on the H200, because every launch then waits for a
  *             driver thread.
  * Streams being captured into a CUDA graph get nothing: an extra node could
- * change the graph, and a failed call would invalidate the capture.
+ * change the graph, and a failed call would invalidate the capture.  Whether
+ * one may be is known without a driver call (capture.c); only then is the
+ * driver asked, for the launch's own stream.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -99,10 +102,23 @@ static void page_create(void)
 	__atomic_store_n(&page, host, __ATOMIC_RELEASE);
 }
 
+/*
+ * Allocating pinned memory is one of the calls a capture in global mode
+ * forbids to every thread (and the refusal invalidates that capture), so
+ * the page is not made while a capture is known to be in progress: those
+ * first launches go undelivered instead.  (Once capture tracking is lost,
+ * only the launch's own stream is known not to capture.)
+ */
 static bool page_ready(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+	if (__atomic_load_n(&page, __ATOMIC_ACQUIRE))
+		return true;
+	if (capture_in_progress()) {
+		COUNT(delivery_skipped_capture, 1);
+		return false;
+	}
 	pthread_once(&once, page_create);
 	return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != NULL;
 }
@@ -166,26 +182,30 @@ static void deliver_on_host(void *data)
 	}
 }
 
-u32 delivery_enqueue(const struct launch *l, u32 exec_id)
+void delivery_enqueue(struct launch *l)
 {
-	CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
 	uintptr_t key;
 	CUstream stream = resolve_stream(l, &key);
 	CUresult rc;
 	u32 slot;
 
+	l->slot = DEEPUM_PAGE_STREAMS;
+	if (capture_possible()) {
+		COUNT(capture_queries, 1);
+		l->captured = capture_stream_capturing(stream);
+	}
+	if (l->captured) {
+		COUNT(delivery_skipped_capture, 1);
+		return;
+	}
 	if (!page_ready())
-		return DEEPUM_PAGE_STREAMS;
+		return;
 	slot = stream_slot(key, stream);
 	if (slot == DEEPUM_PAGE_STREAMS) {
 		COUNT(delivery_skipped_streams, 1);
-		return slot;
+		return;
 	}
-	if (REAL(cuStreamIsCapturing)(stream, &capture) != CUDA_SUCCESS ||
-	    capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-		COUNT(delivery_skipped_capture, 1);
-		return slot;
-	}
+	l->slot = slot;
 	if (deepum.delivery == DELIVERY_WRITE) {
 		/* Enqueue order is stream order when one thread at a time
 		 * launches on the stream (the common case); threads racing on
@@ -194,17 +214,16 @@ u32 delivery_enqueue(const struct launch *l, u32 exec_id)
 		u64 *entry = &page->entry[slot][seq % DEEPUM_PAGE_DEPTH];
 
 		rc = REAL(cuStreamWriteValue64_v2)(stream, page_device + (CUdeviceptr)((char *)entry - (char *)page),
-						   (u64)seq << 32 | exec_id, CU_STREAM_WRITE_VALUE_DEFAULT);
+						   (u64)seq << 32 | l->exec_id, CU_STREAM_WRITE_VALUE_DEFAULT);
 	} else {
 		rc = REAL(cuLaunchHostFunc)(stream, deliver_on_host,
-					    (void *)((uintptr_t)slot << 32 | exec_id));
+					    (void *)((uintptr_t)slot << 32 | l->exec_id));
 	}
 	if (rc != CUDA_SUCCESS) {
 		deepum_disable("a stream-ordered exec-ID delivery failed; CUDA calls pass straight through");
-		return slot;
+		return;
 	}
 	COUNT(delivered, 1);
-	return slot;
 }
 
 void delivery_report_free(u64 addr, u64 len)
@@ -215,6 +234,5 @@ void delivery_report_free(u64 addr, u64 len)
 		deepum_disable("DEEPUM_IOC_INVALIDATE failed; CUDA calls pass straight through");
 		return;
 	}
-	ring_push(DEEPUM_REC_FREE, addr, len, 0, 0);
 	COUNT(frees_reported, 1);
 }

@@ -42,6 +42,10 @@
 	(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,                   \
 	 CUdriverProcAddressQueryResult *status)
 #define GET_PROC_ADDRESS_V2_ARGS (symbol, pfn, cuda_version, flags, status)
+#define BEGIN_CAPTURE_TO_GRAPH_PARAMS                                                         \
+	(CUstream stream, CUgraph graph, const CUgraphNode *dependencies,                      \
+	 const CUgraphEdgeData *dependency_data, size_t ndependencies, CUstreamCaptureMode mode)
+#define BEGIN_CAPTURE_TO_GRAPH_ARGS (stream, graph, dependencies, dependency_data, ndependencies, mode)
 
 #define DEEPUM_ENTRY_POINTS(X)                                                                \
 	X(HOOK, cuLaunchKernel, launch_kernel, LEGACY, LAUNCH_KERNEL_PARAMS, LAUNCH_KERNEL_ARGS) \
@@ -64,6 +68,20 @@
 	  GET_PROC_ADDRESS_ARGS)                                                                \
 	X(HOOK, cuGetProcAddress_v2, get_proc_address_v2, NONE, GET_PROC_ADDRESS_V2_PARAMS,    \
 	  GET_PROC_ADDRESS_V2_ARGS)                                                             \
+	X(HOOK, cuStreamBeginCapture, begin_capture_v1, LEGACY, (CUstream stream), (stream))   \
+	X(HOOK, cuStreamBeginCapture_ptsz, begin_capture_v1, PER_THREAD, (CUstream stream), (stream)) \
+	X(HOOK, cuStreamBeginCapture_v2, begin_capture, LEGACY,                                \
+	  (CUstream stream, CUstreamCaptureMode mode), (stream, mode))                         \
+	X(HOOK, cuStreamBeginCapture_v2_ptsz, begin_capture, PER_THREAD,                       \
+	  (CUstream stream, CUstreamCaptureMode mode), (stream, mode))                         \
+	X(HOOK, cuStreamBeginCaptureToGraph, begin_capture_to_graph, LEGACY,                   \
+	  BEGIN_CAPTURE_TO_GRAPH_PARAMS, BEGIN_CAPTURE_TO_GRAPH_ARGS)                           \
+	X(HOOK, cuStreamBeginCaptureToGraph_ptsz, begin_capture_to_graph, PER_THREAD,          \
+	  BEGIN_CAPTURE_TO_GRAPH_PARAMS, BEGIN_CAPTURE_TO_GRAPH_ARGS)                           \
+	X(HOOK, cuStreamEndCapture, end_capture, LEGACY, (CUstream stream, CUgraph *graph),    \
+	  (stream, graph))                                                                      \
+	X(HOOK, cuStreamEndCapture_ptsz, end_capture, PER_THREAD,                              \
+	  (CUstream stream, CUgraph *graph), (stream, graph))                                  \
 	X(USE, cuFuncGetName, -, NONE, (const char **name, CUfunction f), ())                  \
 	X(USE, cuFuncGetParamInfo, -, NONE,                                                    \
 	  (CUfunction f, size_t index, size_t *offset, size_t *size), ())                      \
@@ -82,7 +100,10 @@
 	X(USE, cuMemGetAddressRange_v2, -, NONE,                                               \
 	  (CUdeviceptr *base, size_t *size, CUdeviceptr dptr), ())                            \
 	X(USE, cuCtxGetDevice, -, NONE, (CUdevice *dev), ())                                  \
-	X(USE, cuDeviceGetAttribute, -, NONE, (int *value, CUdevice_attribute attr, CUdevice dev), ())
+	X(USE, cuDeviceGetAttribute, -, NONE, (int *value, CUdevice_attribute attr, CUdevice dev), ()) \
+	X(USE, cuCtxSynchronize, -, NONE, (void), ())                                          \
+	X(MAYBE, cuMemPrefetchAsync, -, NONE,                                                   \
+	  (CUdeviceptr ptr, size_t size, CUdevice device, CUstream stream), ())
 
 enum deepum_entry {
 #define ENTRY_ENUM(kind, name, handler, stream, params, args) ENTRY_##name,

@@ -95,7 +95,8 @@ static bool names_same_api(const char *requested, const char *entry)
  * name: only the exact function libdeepum wraps (same ABI, same stream
  * semantics) is replaced, so a version or variant it does not know keeps the
  * driver's.  Those are counted (getproc_unmatched): on a new driver, a
- * non-zero count means launches are being missed.
+ * non-zero count means launches are being missed, or captures begun unseen,
+ * so capture tracking stops trusting its count (capture.c).
  */
 static void *trampoline_for(void *driver_fn, const char *symbol)
 {
@@ -108,6 +109,7 @@ static void *trampoline_for(void *driver_fn, const char *symbol)
 	for (int e = 0; e < ENTRY_COUNT; e++) {
 		if (hook_address[e] && names_same_api(symbol, entry_name[e])) {
 			COUNT(getproc_unmatched, 1);
+			capture_tracking_lost();
 			break;
 		}
 	}
@@ -136,7 +138,7 @@ CUresult on_get_proc_address_v2(enum deepum_entry which, cuGetProcAddress_v2_fn 
 	return rc;
 }
 
-static void warn(const char *message)
+void deepum_warn(const char *message)
 {
 	char line[512];
 	int n = snprintf(line, sizeof(line), "deepum: %s\n", message);
@@ -151,7 +153,7 @@ void deepum_disable(const char *reason)
 
 	atomic_store_explicit(&deepum.active, false, memory_order_release);
 	if (atomic_compare_exchange_strong(&deepum.disabled_reason, &none, reason))
-		warn(reason);
+		deepum_warn(reason);
 }
 
 #ifdef DEEPUM_FAULT_INJECTION
@@ -170,6 +172,28 @@ bool deepum_inject(const char *what)
 void *deepum_calloc(size_t n, size_t size)
 {
 	return deepum_inject("alloc") ? NULL : calloc(n, size);
+}
+
+bool deepum_expand_pid(const char *template, char *out, size_t size)
+{
+	size_t used = 0;
+	int n;
+
+	for (const char *p = template; *p; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n = snprintf(out + used, size - used, "%d", (int)getpid());
+			if (n < 0 || (size_t)n >= size - used)
+				return false;
+			used += (size_t)n;
+			p++;
+		} else if (used + 1 < size) {
+			out[used++] = *p;
+		} else {
+			return false;
+		}
+	}
+	out[used] = '\0';
+	return true;
 }
 
 /* Reasons built at start-up, written once under pthread_once. */
@@ -217,35 +241,63 @@ static int env_choice(const char *name, const char *const *choices, int fallback
 	return -1;
 }
 
+/* An unsigned number from getenv(@name) in [@min, @max] into *@ret (left
+ * alone if unset); false if invalid. */
+static bool env_number(const char *name, unsigned long min, unsigned long max, u32 *ret)
+{
+	const char *value = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (!value || !*value)
+		return true;
+	n = strtoul(value, &end, 0);
+	if (*end || n < min || n > max) {
+		snprintf(startup_reason, sizeof(startup_reason),
+			 "%s=%s is outside [%lu, %lu]; CUDA calls pass straight through", name, value, min, max);
+		return false;
+	}
+	*ret = (u32)n;
+	return true;
+}
+
+/* A path from getenv(@name), "%p" expanded, into @out ("" if unset). */
+static bool env_path(const char *name, char *out, size_t size)
+{
+	const char *value = getenv(name);
+
+	if (!value || deepum_expand_pid(value, out, size))
+		return true;
+	snprintf(startup_reason, sizeof(startup_reason),
+		 "%s is too long a path; CUDA calls pass straight through", name);
+	return false;
+}
+
 static bool read_config(void)
 {
 	static const char *const modes[] = { "off", "auto", "observe", NULL };
 	static const char *const deliveries[] = { "write", "callback", NULL };
 	static const char *const booleans[] = { "0", "1", NULL };
-	int mode = env_choice("DEEPUM_MODE", modes, MODE_AUTO);
-	int delivery = env_choice("DEEPUM_DELIVERY", deliveries, DELIVERY_WRITE);
-	int managed = env_choice("DEEPUM_MANAGED", booleans, 0);
-	const char *exec_max = getenv("DEEPUM_EXEC_MAX");
+	int mode, delivery, managed, access_set;
 
-	if (mode < 0 || delivery < 0 || managed < 0)
+	/* First, so that the statistics can report any other bad setting. */
+	if (!env_path("DEEPUM_STATS", deepum.stats_path, sizeof(deepum.stats_path)))
+		return false;
+	mode = env_choice("DEEPUM_MODE", modes, MODE_AUTO);
+	delivery = env_choice("DEEPUM_DELIVERY", deliveries, DELIVERY_WRITE);
+	managed = env_choice("DEEPUM_MANAGED", booleans, 0);
+	access_set = env_choice("DEEPUM_TRACE_ACCESS_SET", booleans, 1);
+	if (mode < 0 || delivery < 0 || managed < 0 || access_set < 0)
 		return false;
 	deepum.mode = mode;
 	deepum.delivery = delivery;
 	deepum.managed = managed;
+	deepum.trace_access_set = access_set;
 	deepum.exec_max = DEEPUM_CFG_EXEC_MAX_DEFAULT;
-	if (exec_max && *exec_max) {
-		char *end;
-		unsigned long n = strtoul(exec_max, &end, 0);
-
-		if (*end || n < DEEPUM_CFG_EXEC_MAX_MIN || n > DEEPUM_CFG_EXEC_MAX_MAX) {
-			snprintf(startup_reason, sizeof(startup_reason),
-				 "DEEPUM_EXEC_MAX=%s is outside [%u, %u]; CUDA calls pass straight through",
-				 exec_max, DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX);
-			return false;
-		}
-		deepum.exec_max = (u32)n;
-	}
-	return true;
+	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
+	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
+	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path)) &&
+	       env_path("DEEPUM_CUPTI", deepum.cupti_path, sizeof(deepum.cupti_path));
 }
 
 static void deepum_init(void)
@@ -255,7 +307,6 @@ static void deepum_init(void)
 	bool resolved;
 
 	deepum.init_pid = getpid();
-	stats_init();
 	/* The trampolines need the driver's functions even when deepum is off. */
 	resolved = resolve_entry_points();
 	if (!read_config()) {
@@ -268,7 +319,7 @@ static void deepum_init(void)
 		deepum_disable(startup_reason);
 		return;
 	}
-	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init() || !ring_init()) {
+	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init()) {
 		deepum_disable("cannot allocate its tables; CUDA calls pass straight through");
 		return;
 	}

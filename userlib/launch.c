@@ -2,15 +2,47 @@
 /*
  * Launches: execution IDs and the launch hooks.
  *
- * An execution ID names "this kernel, with this shape, on these arguments":
- * a hash of the kernel name, grid, block, dynamic shared memory and the
- * argument bytes, turned into a dense small integer by a bounded table.
- * Pointer arguments are hashed on purpose: PyTorch's caching allocator hands
- * a layer the same addresses every iteration, so the same launch in the next
- * iteration gets the same ID, while the same kernel on other tensors does not.
+ * An execution ID names "this kernel, with this shape, on this data": a
+ * hash of the kernel name, grid, block, dynamic shared memory, and those
+ * argument words that point into device memory, turned into a dense small
+ * integer by a bounded table.  PyTorch's caching allocator hands a layer the
+ * same addresses every iteration, so the same launch in the next iteration
+ * gets the same ID, while the same kernel on other tensors does not.
+ * Scalars are left out on purpose: an optimizer step, an RNG seed or offset,
+ * a learning-rate schedule change every iteration and would make every
+ * launch that carries them new (measured on the H200: only 72% of GPT-2's
+ * launches hit a known ID when all argument bytes were hashed).
+ *
+ * Which words are pointers.  The argument buffer is read as 8-byte words at
+ * 8-aligned offsets (CUDA aligns pointers, and structs holding them, to 8;
+ * the layout comes from cuFuncGetParamInfo, so padding is never read).  A
+ * word is a pointer when its value lies in the address window
+ * [lowest start, highest end) of every device allocation libdeepum has
+ * seen (cuMemAlloc, cuMemAllocPitch; managed or not).  The window is two
+ * atomics, grown with CAS on each allocation and never shrunk (freed
+ * addresses are reused by the allocator), read with two relaxed loads per
+ * launch: no lock, no table walk per word.  A sorted range table would be
+ * exact but costs a search per word and safe reclamation on every free.
+ *
+ * False positives of the window: a scalar word is taken for a pointer only
+ * if its value falls inside it.  Device allocations live in the UVA range
+ * (0x7fxx_xxxx_xxxx on x86-64), so a window spanning W bytes catches a
+ * uniformly random 64-bit value (a seed) with odds W / 2^64, 2^-28 for
+ * W = 64 GiB; counters, sizes and ordinary float or double bit patterns
+ * never land there (a double would be a ~1e-310 denormal, two packed
+ * floats would need a denormal high half, two packed int32 would need the
+ * high one in [lo >> 32, hi >> 32], about 32512..32767).  A false positive
+ * only costs a new ID when the value also changes between iterations.
+ * Host pointers and memory from pools or cuMemCreate, outside the window,
+ * are ignored like scalars: libdeepum cannot prefetch them anyway.
+ *
+ * The word's index is mixed in with its value, so moving a pointer from one
+ * argument to another is a different launch.  The hash itself is a
+ * multiply-xorshift per 64-bit word (exec IDs are private to the process;
+ * only the name hash, FNV-1a, must match the other components).
  *
  * Two lock-free tables, both fixed at start-up, both open addressing with a
- * bounded probe: CUfunction -> name hash and parameter layout (asked of the
+ * bounded probe: CUfunction -> name hash and argument words (asked of the
  * driver once per function), and launch hash -> exec ID.  A slot is claimed
  * by CAS on its key and published by a release store; a reader that finds a
  * claimed but unpublished slot waits for the claimer, which makes no
@@ -27,23 +59,26 @@
 enum {
 	PROBE_MAX = 64,
 	FUNC_SLOTS = 1 << 14,		/* distinct kernels, twice over */
-	PARAM_POOL = 1 << 17,		/* parameters of all of them */
+	WORD_POOL = 1 << 19,		/* their aligned argument words (4 MiB): a
+					 * multi-tensor-apply kernel alone has ~750 */
 	PARAMS_MAX = 4096,		/* CUDA's 32 KiB of parameters, 8 bytes each */
 	EXTRA_PAIRS_MAX = 16,
 };
 
 enum func_state { FUNC_CLAIMED, FUNC_READY, FUNC_UNNAMED, FUNC_NO_ROOM };
 
-struct param_layout {
-	u32 offset;
-	u32 size;
+/* An 8-aligned word of the argument buffer, inside one parameter. */
+struct arg_word {
+	u32 buffer_offset;		/* in the "extra" argument buffer */
+	uint16_t param;			/* in kernelParams */
+	uint16_t within;			/* bytes into that parameter */
 };
 
 struct func_info {
 	_Atomic uintptr_t func;		/* CUfunction; 0: free */
 	_Atomic u32 state;		/* enum func_state */
-	u32 nparams;
-	u32 first_param;		/* into param_pool */
+	u32 nwords;
+	u32 first_word;			/* into word_pool */
 	u64 name_hash;
 };
 
@@ -57,13 +92,17 @@ struct exec_slot {
 };
 
 static struct func_info *funcs;
-static struct param_layout *param_pool;
-static _Atomic u32 param_pool_used;
+static struct arg_word *word_pool;
+static _Atomic u32 word_pool_used;
 static struct exec_slot *exec_slots;
 static u32 exec_mask;
 static u32 exec_max;
 static _Atomic u32 exec_next;
 static u64 *exec_name_hash;		/* by exec ID, for SET_EXEC_ID */
+
+/* Every device allocation seen lies in [window_lo, window_hi). */
+static _Atomic u64 window_lo = UINT64_MAX;
+static _Atomic u64 window_hi;
 
 bool launch_tables_init(u32 max)
 {
@@ -75,15 +114,26 @@ bool launch_tables_init(u32 max)
 	/* An injected full table: every new launch is refused an ID. */
 	exec_max = deepum_inject("table-full") ? 0 : max;
 	funcs = deepum_calloc(FUNC_SLOTS, sizeof(*funcs));
-	param_pool = deepum_calloc(PARAM_POOL, sizeof(*param_pool));
+	word_pool = deepum_calloc(WORD_POOL, sizeof(*word_pool));
 	exec_slots = deepum_calloc(slots, sizeof(*exec_slots));
 	exec_name_hash = deepum_calloc(max, sizeof(*exec_name_hash));
-	return funcs && param_pool && exec_slots && exec_name_hash;
+	return funcs && word_pool && exec_slots && exec_name_hash;
 }
 
 u64 launch_name_hash(u32 exec_id)
 {
 	return exec_id < exec_max ? exec_name_hash[exec_id] : 0;
+}
+
+void launch_note_allocation(u64 base, u64 size)
+{
+	u64 lo = atomic_load_explicit(&window_lo, memory_order_relaxed);
+	u64 hi = atomic_load_explicit(&window_hi, memory_order_relaxed);
+
+	while (base < lo && !atomic_compare_exchange_weak(&window_lo, &lo, base))
+		;
+	while (base + size > hi && !atomic_compare_exchange_weak(&window_hi, &hi, base + size))
+		;
 }
 
 static u32 pointer_slot(uintptr_t p, u32 mask)
@@ -100,12 +150,18 @@ static CUresult param_info(CUfunction f, bool is_kernel, u32 index, size_t *offs
 	return REAL(cuFuncGetParamInfo)(f, index, offset, size);
 }
 
+/* The first 8-aligned offset at or after @offset. */
+static size_t aligned_word(size_t offset)
+{
+	return (offset + 7) & ~(size_t)7;
+}
+
 static enum func_state describe(CUfunction f, struct func_info *fi)
 {
 	const char *name = NULL;
 	bool is_kernel = false;
 	size_t offset, size;
-	u32 n, first;
+	u32 n, words = 0, first, at;
 
 	if (REAL(cuFuncGetName)(&name, f) != CUDA_SUCCESS || !name) {
 		is_kernel = deepum_real[ENTRY_cuKernelGetName] && deepum_real[ENTRY_cuKernelGetParamInfo];
@@ -113,19 +169,24 @@ static enum func_state describe(CUfunction f, struct func_info *fi)
 			return FUNC_UNNAMED;
 	}
 	/* The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter. */
-	for (n = 0; n < PARAMS_MAX; n++)
+	for (n = 0; n < PARAMS_MAX; n++) {
 		if (param_info(f, is_kernel, n, &offset, &size) != CUDA_SUCCESS)
 			break;
-	first = atomic_fetch_add_explicit(&param_pool_used, n, memory_order_relaxed);
-	if (first > PARAM_POOL - n)
+		for (size_t w = aligned_word(offset); w + 8 <= offset + size; w += 8)
+			words++;
+	}
+	first = atomic_fetch_add_explicit(&word_pool_used, words, memory_order_relaxed);
+	if (first > WORD_POOL - words)
 		return FUNC_NO_ROOM;
+	at = first;
 	for (u32 i = 0; i < n; i++) {
 		if (param_info(f, is_kernel, i, &offset, &size) != CUDA_SUCCESS)
 			return FUNC_UNNAMED;
-		param_pool[first + i] = (struct param_layout){ (u32)offset, (u32)size };
+		for (size_t w = aligned_word(offset); w + 8 <= offset + size && at < first + words; w += 8)
+			word_pool[at++] = (struct arg_word){ (u32)w, (uint16_t)i, (uint16_t)(w - offset) };
 	}
-	fi->nparams = n;
-	fi->first_param = first;
+	fi->nwords = at - first;
+	fi->first_word = first;
 	fi->name_hash = deepum_hash_bytes(DEEPUM_HASH_INIT, name, strlen(name));
 	return FUNC_READY;
 }
@@ -187,27 +248,44 @@ static bool extra_buffer(void **extra, const char **buffer, size_t *size)
 	return false;
 }
 
-/*
- * Only the parameters' own bytes are hashed, located through the driver's
- * layout: the "extra" buffer's padding may hold anything, and the same
- * arguments give the same ID through either launch form.
- */
-static bool launch_hash(const struct func_info *fi, const struct launch *l, u64 *ret)
+static u64 mix(u64 h, u64 word)
 {
-	const struct param_layout *p = &param_pool[fi->first_param];
-	u64 h = deepum_hash_bytes(fi->name_hash, l->shape, sizeof(l->shape));
+	h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+/*
+ * The launch's hash; false if its arguments cannot be read.  Words are read
+ * through the driver's layout, so either launch form (kernelParams or the
+ * "extra" buffer) gives the same hash.
+ */
+static bool launch_key(const struct func_info *fi, const struct launch *l, u64 *ret)
+{
+	const struct arg_word *w = &word_pool[fi->first_word];
+	u64 lo = atomic_load_explicit(&window_lo, memory_order_relaxed);
+	u64 hi = atomic_load_explicit(&window_hi, memory_order_relaxed);
+	const unsigned int *s = l->shape;
+	u64 h = fi->name_hash;
 	const char *buffer = NULL;
 	size_t buffer_size = 0;
 
+	h = mix(h, s[0] | (u64)s[1] << 32);
+	h = mix(h, s[2] | (u64)s[3] << 32);
+	h = mix(h, s[4] | (u64)s[5] << 32);
+	h = mix(h, s[6]);
 	if (!l->params && l->extra && !extra_buffer(l->extra, &buffer, &buffer_size))
 		return false;
-	for (u32 i = 0; i < fi->nparams; i++) {
+	for (u32 i = 0; i < fi->nwords; i++) {
+		u64 value;
+
 		if (l->params)
-			h = deepum_hash_bytes(h, l->params[i], p[i].size);
-		else if (buffer && p[i].offset + (size_t)p[i].size <= buffer_size)
-			h = deepum_hash_bytes(h, buffer + p[i].offset, p[i].size);
+			memcpy(&value, (const char *)l->params[w[i].param] + w[i].within, sizeof(value));
+		else if (buffer && w[i].buffer_offset + sizeof(value) <= buffer_size)
+			memcpy(&value, buffer + w[i].buffer_offset, sizeof(value));
 		else
 			return false;
+		if (value >= lo && value < hi)
+			h = mix(h, value ^ (u64)i << 48);	/* which word holds it matters */
 	}
 	*ret = h ? h : 1;	/* 0 marks a free slot */
 	return true;
@@ -260,25 +338,23 @@ static u32 exec_id_for(u64 key, u64 name_hash)
 	return DEEPUM_EXEC_NONE;
 }
 
-/* Identify the launch, deliver its exec ID in stream order, record it. */
-static void launch_before(const struct launch *l)
+/* Identify the launch and deliver its exec ID in stream order. */
+static void launch_before(struct launch *l)
 {
 	const struct func_info *fi = function_info(l->func);
-	u32 exec_id = DEEPUM_EXEC_NONE;
-	u64 name_hash = 0;
 	u64 key;
-	u32 slot;
 
 	COUNT(launches, 1);
+	l->exec_id = DEEPUM_EXEC_NONE;
+	l->name_hash = 0;
 	if (fi) {
-		name_hash = fi->name_hash;
-		if (launch_hash(fi, l, &key))
-			exec_id = exec_id_for(key, name_hash);
+		l->name_hash = fi->name_hash;
+		if (launch_key(fi, l, &key))
+			l->exec_id = exec_id_for(key, fi->name_hash);
 		else
 			COUNT(launches_unidentified, 1);
 	}
-	slot = delivery_enqueue(l, exec_id);
-	ring_push(DEEPUM_REC_LAUNCH, name_hash, 0, exec_id, slot);
+	delivery_enqueue(l);
 }
 
 CUresult on_launch_kernel(enum deepum_entry which, cuLaunchKernel_fn real,
@@ -292,29 +368,40 @@ CUresult on_launch_kernel(enum deepum_entry which, cuLaunchKernel_fn real,
 		.params = params,
 		.extra = extra,
 	};
+	CUresult rc;
+	u64 trace;
 
 	launch_before(&l);
-	return real(UNPAREN(LAUNCH_KERNEL_ARGS));
+	trace = trace_launch_enter(&l);
+	rc = real(UNPAREN(LAUNCH_KERNEL_ARGS));
+	trace_launch_exit(&l, trace, rc);
+	return rc;
 }
 
 CUresult on_launch_kernel_ex(enum deepum_entry which, cuLaunchKernelEx_fn real,
 			     UNPAREN(LAUNCH_KERNEL_EX_PARAMS))
 {
-	if (config) {
-		struct launch l = {
-			.func = f,
-			.shape = { config->gridDimX, config->gridDimY, config->gridDimZ,
-				   config->blockDimX, config->blockDimY, config->blockDimZ,
-				   config->sharedMemBytes },
-			.stream = config->hStream,
-			.per_thread_stream = deepum_entry_stream[which] == STREAM_PER_THREAD,
-			.params = params,
-			.extra = extra,
-		};
+	CUresult rc;
+	u64 trace;
 
-		launch_before(&l);
-	}
-	return real(UNPAREN(LAUNCH_KERNEL_EX_ARGS));
+	if (!config)
+		return real(UNPAREN(LAUNCH_KERNEL_EX_ARGS));	/* the driver's error */
+
+	struct launch l = {
+		.func = f,
+		.shape = { config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+			   config->blockDimY, config->blockDimZ, config->sharedMemBytes },
+		.stream = config->hStream,
+		.per_thread_stream = deepum_entry_stream[which] == STREAM_PER_THREAD,
+		.params = params,
+		.extra = extra,
+	};
+
+	launch_before(&l);
+	trace = trace_launch_enter(&l);
+	rc = real(UNPAREN(LAUNCH_KERNEL_EX_ARGS));
+	trace_launch_exit(&l, trace, rc);
+	return rc;
 }
 
 CUresult on_launch_cooperative(enum deepum_entry which, cuLaunchCooperativeKernel_fn real,
@@ -327,7 +414,12 @@ CUresult on_launch_cooperative(enum deepum_entry which, cuLaunchCooperativeKerne
 		.per_thread_stream = deepum_entry_stream[which] == STREAM_PER_THREAD,
 		.params = params,
 	};
+	CUresult rc;
+	u64 trace;
 
 	launch_before(&l);
-	return real(UNPAREN(LAUNCH_COOPERATIVE_ARGS));
+	trace = trace_launch_enter(&l);
+	rc = real(UNPAREN(LAUNCH_COOPERATIVE_ARGS));
+	trace_launch_exit(&l, trace, rc);
+	return rc;
 }

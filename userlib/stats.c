@@ -25,23 +25,6 @@ struct snapshot {
 static struct snapshot marks[ITERATIONS_MAX];
 static _Atomic u32 nmarks;
 
-void stats_init(void)
-{
-	const char *template = getenv("DEEPUM_STATS");
-	size_t out = 0;
-
-	for (const char *p = template; p && *p && out + 32 < sizeof(deepum.stats_path); p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			out += (size_t)snprintf(deepum.stats_path + out, sizeof(deepum.stats_path) - out,
-						"%d", (int)getpid());
-			p++;
-		} else {
-			deepum.stats_path[out++] = *p;
-		}
-	}
-	deepum.stats_path[out] = '\0';
-}
-
 static struct snapshot snapshot_now(void)
 {
 	return (struct snapshot){
@@ -52,9 +35,10 @@ static struct snapshot snapshot_now(void)
 }
 
 /*
- * Called by the program (pydeepum.torch, or by ctypes through the global
- * scope) as each training iteration begins.  Launches before the first mark
- * are "setup"; each mark opens an iteration that lasts until the next.
+ * Called by the program (pydeepum.torch.mark_iteration(), or ctypes through
+ * the global scope) as each training iteration begins.  Launches before the
+ * first mark are "setup"; each mark opens an iteration that lasts until the
+ * next.  The tracer starts, marks and stops here too.
  */
 DEEPUM_EXPORT void deepum_mark_iteration(void)
 {
@@ -65,7 +49,7 @@ DEEPUM_EXPORT void deepum_mark_iteration(void)
 	i = atomic_fetch_add(&nmarks, 1);
 	if (i < ITERATIONS_MAX)
 		marks[i] = snapshot_now();
-	ring_push(DEEPUM_REC_ITERATION, 0, 0, 0, i);
+	tracer_mark();
 }
 
 static void write_interval(FILE *f, struct snapshot from, struct snapshot to)
@@ -84,8 +68,6 @@ static void write_json(FILE *f)
 	const char *reason = atomic_load(&deepum.disabled_reason);
 	struct snapshot end = snapshot_now(), start = { 0 };
 	u32 n = atomic_load(&nmarks);
-	u64 drained[DEEPUM_REC_TYPE_MAX + 1] = { 0 };
-	struct deepum_record rec;
 	const char *separator = "";
 
 	if (n > ITERATIONS_MAX)
@@ -117,13 +99,7 @@ static void write_json(FILE *f)
 		fputs(i ? ",\n    " : "\n    ", f);
 		write_interval(f, marks[i], i + 1 < n ? marks[i + 1] : end);
 	}
-	/* What the engine would have consumed, drained now. */
-	while (ring_pop(&rec))
-			drained[rec.type <= DEEPUM_REC_TYPE_MAX ? rec.type : 0]++;
-	fprintf(f, "\n  ],\n  \"ring\": {\"capacity\": %u, \"drained\": {\"launch\": %llu, \"alloc\": %llu, "
-		"\"free\": %llu, \"iteration\": %llu}}\n}\n", ring_capacity(),
-		(unsigned long long)drained[DEEPUM_REC_LAUNCH], (unsigned long long)drained[DEEPUM_REC_ALLOC],
-		(unsigned long long)drained[DEEPUM_REC_FREE], (unsigned long long)drained[DEEPUM_REC_ITERATION]);
+	fputs("\n  ]\n}\n", f);
 }
 
 __attribute__((destructor)) static void stats_write_at_exit(void)

@@ -12,7 +12,7 @@ from ..run import DELIVERIES, MODES, CommandNotRunnable, RunOptions, RunResult, 
 from ._common import fail_on_input_errors, gib
 
 
-def _summary_lines(result: RunResult) -> list[str]:
+def summary_lines(result: RunResult) -> list[str]:
     if not result.processes:
         return ["deepum: no process made a CUDA driver call through libdeepum"]
     t = result.totals()
@@ -69,7 +69,7 @@ def run_cmd(stats_path, delivery, no_managed, mode, command):
         raise
     except DeepumError as e:
         raise click.ClickException(str(e)) from None
-    for line in _summary_lines(result):
+    for line in summary_lines(result):
         click.echo(line, err=True)
     if stats_path:
         with open(stats_path, "w") as f:

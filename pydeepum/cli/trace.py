@@ -1,8 +1,10 @@
-"""deepumctl trace: info, import, synth."""
+"""deepumctl trace: info, import, record, synth."""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +12,16 @@ import click
 
 from ..errors import DeepumInputError
 from ..importers import import_file
+from ..run import CommandNotRunnable, TraceNotRecorded, TraceOptions, record
 from ..synth import SynthSpec, generate
-from ..trace import Trace
+from ..trace import EXEC_NONE, FAULT, Trace
 from ._common import emit_json, fail_on_input_errors, gib, progress
+from .run import summary_lines
 
 
 @click.group("trace")
 def trace_group() -> None:
-    """Inspect, import and generate traces."""
+    """Record, inspect, import and generate traces."""
 
 
 @trace_group.command("info")
@@ -51,6 +55,16 @@ def trace_info(trace_path, as_json):
         click.echo(f"  source.{key}: {value}")
 
 
+def _parse_notes(notes: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for note in notes:
+        key, sep, value = note.partition("=")
+        if not sep:
+            raise DeepumInputError(f"--note wants KEY=VALUE, got {note!r}")
+        out[key] = value
+    return out
+
+
 @trace_group.command("import")
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -65,13 +79,72 @@ def trace_import(source, output, block_shift, notes):
         # Lines, not bytes, are reported: the bar is a rough guide for gzip input.
         t = import_file(source, block_shift, progress=lambda n: bar.update(n * 12))
         bar.update(size)
-    for note in notes:
-        key, sep, value = note.partition("=")
-        if not sep:
-            raise DeepumInputError(f"--note wants KEY=VALUE, got {note!r}")
-        t.meta.setdefault("provenance", {})[key] = value
+    if notes:
+        t.meta.setdefault("provenance", {}).update(_parse_notes(notes))
     t.write(output)
     click.echo(f"{output}: {len(t.records):,} records, {len(t.iteration_bounds())} iterations")
+
+
+def _recorded_summary(output: str, t: Trace) -> list[str]:
+    iterations = t.iteration_summary()
+    source = t.meta["source"]
+    faults = t.records[t.records["type"] == FAULT]
+    lines = [f"{output}: {len(t.records):,} records, {len(iterations)} iterations"
+             f"{' (access-set)' if t.access_set else ''}"]
+    if iterations:
+        lines.append(f"  per iteration (median): {statistics.median(i['launches'] for i in iterations):,.0f} launches, "
+                     f"{statistics.median(i['blocks'] for i in iterations):,.0f} distinct blocks")
+    lines.append(f"  launches matched to CUPTI kernels: {source['launches_matched']:,} of {source['launches']:,};"
+                 f" kernels without an exec ID: {source['kernels_without_exec_id']:,};"
+                 f" faults without one: {int((faults['exec_id'] == EXEC_NONE).sum()):,}")
+    return lines
+
+
+@trace_group.command("record", context_settings={"allow_interspersed_args": False})
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="deepum trace to write (.dut, or .dut.gz compressed).")
+@click.option("--iterations", type=int, default=0, show_default=True,
+              help="Iterations to record from the first mark (0: every one the program marks).")
+@click.option("--access-set/--no-access-set", default=True, show_default=True,
+              help="Move managed memory to the host at every mark, so each iteration records "
+                   "its complete first-touch stream.")
+@click.option("--cupti", type=click.Path(dir_okay=False), default=None,
+              help="libcupti.so to load (default: the one the program loaded, or the library path's).")
+@click.option("--block-shift", type=int, default=21, show_default=True, help="log2 of the UM block size.")
+@click.option("--keep-capture", type=click.Path(dir_okay=False), default=None,
+              help="Also keep libdeepum's raw capture here (deepumctl trace import reads it).")
+@click.option("--note", "notes", multiple=True, metavar="KEY=VALUE", help="Provenance to record, repeatable.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@fail_on_input_errors
+def trace_record(output, iterations, access_set, cupti, block_shift, keep_capture, notes, command):
+    """Run COMMAND under libdeepum's tracer and write its trace.
+
+    COMMAND marks each iteration's start, and the end of the last, with
+    pydeepum.torch.mark_iteration(); the trace starts at the first mark.
+    It runs in observe mode with managed memory, with CUPTI recording
+    kernels and Unified Memory activity (the program must not use CUPTI
+    itself, e.g. torch.profiler).  Exits with COMMAND's status, or 1 if
+    no trace could be made of it.
+
+    deepumctl trace record --iterations 5 -o gpt2.dut.gz -- python train.py
+    """
+    provenance = _parse_notes(notes)
+    try:
+        t, result = record(command, TraceOptions(iterations=iterations, access_set=access_set, cupti=cupti),
+                           block_shift, keep_capture=Path(keep_capture) if keep_capture else None)
+    except CommandNotRunnable as e:
+        click.echo(f"deepumctl trace record: {e}", err=True)
+        sys.exit(e.returncode)
+    except TraceNotRecorded as e:
+        for line in summary_lines(e.result):
+            click.echo(line, err=True)
+        click.echo(f"deepumctl trace record: no trace: {e}", err=True)
+        sys.exit(e.result.returncode or 1)
+    t.meta["provenance"].update(provenance)
+    t.write(output)
+    for line in summary_lines(result) + _recorded_summary(output, t):
+        click.echo(line, err=True)
+    sys.exit(result.returncode)
 
 
 @trace_group.command("synth")

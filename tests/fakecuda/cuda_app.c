@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../userlib/cuda_abi.h"
 
@@ -43,6 +45,11 @@ static struct {
 	__typeof__(&cuMemAlloc_v2) mem_alloc;
 	__typeof__(&cuMemAllocPitch_v2) mem_alloc_pitch;
 	__typeof__(&cuMemFree_v2) mem_free;
+	__typeof__(&cuStreamBeginCapture_v2) begin_capture;
+	__typeof__(&cuStreamEndCapture) end_capture;
+	__typeof__(&cuEventCreate) event_create;
+	__typeof__(&cuEventRecord) event_record;
+	__typeof__(&cuStreamWaitEvent) stream_wait_event;
 } api;
 
 static void check(CUresult rc, const char *what)
@@ -77,6 +84,11 @@ static void resolve_by_symbol(void)
 	api.mem_alloc = cuMemAlloc_v2;
 	api.mem_alloc_pitch = cuMemAllocPitch_v2;
 	api.mem_free = cuMemFree_v2;
+	api.begin_capture = cuStreamBeginCapture_v2;
+	api.end_capture = cuStreamEndCapture;
+	api.event_create = cuEventCreate;
+	api.event_record = cuEventRecord;
+	api.stream_wait_event = cuStreamWaitEvent;
 }
 #endif
 
@@ -124,6 +136,11 @@ static void resolve_like_the_runtime(const char *how)
 	FETCH(mem_alloc, "cuMemAlloc", CUDA_VERSION_CLAIMED);
 	FETCH(mem_alloc_pitch, "cuMemAllocPitch", CUDA_VERSION_CLAIMED);
 	FETCH(mem_free, "cuMemFree", CUDA_VERSION_CLAIMED);
+	FETCH(begin_capture, "cuStreamBeginCapture", CUDA_VERSION_CLAIMED);
+	FETCH(end_capture, "cuStreamEndCapture", CUDA_VERSION_CLAIMED);
+	FETCH(event_create, "cuEventCreate", CUDA_VERSION_CLAIMED);
+	FETCH(event_record, "cuEventRecord", CUDA_VERSION_CLAIMED);
+	FETCH(stream_wait_event, "cuStreamWaitEvent", CUDA_VERSION_CLAIMED);
 #undef FETCH
 }
 
@@ -161,6 +178,9 @@ static void vec_add(const char *kernel, struct vec_args v, unsigned grid, unsign
 	      "cuLaunchKernel");
 }
 
+/* The per-thread default stream, as the way the driver was reached names it. */
+static CUstream own_stream;
+
 static void scale(CUdeviceptr x, float factor, int n, CUstream stream)
 {
 	void *params[] = { &x, &factor, &n };
@@ -194,6 +214,37 @@ static void fill(CUdeviceptr p, char value, long n)
 	      "cuLaunchKernel fill");
 }
 
+/* adam(float *param, float *moment, float lr, int step, u64 seed) */
+static void adam(CUdeviceptr param, CUdeviceptr moment, float lr, int step, unsigned long long seed)
+{
+	void *params[] = { &param, &moment, &lr, &step, &seed };
+
+	check(api.launch_kernel(function("adam"), 8, 1, 1, 256, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel adam");
+}
+
+struct gather_args {
+	int n;
+	CUdeviceptr src;
+	unsigned long long seed;
+	CUdeviceptr dst;
+};
+
+/* gather(struct gather_args by value, int flags), through kernelParams or the argument buffer. */
+static void gather(struct gather_args g, int flags, int through_buffer)
+{
+	unsigned char buffer[40];
+	size_t size = sizeof(buffer);
+	void *params[] = { &g, &flags };
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+			  CU_LAUNCH_PARAM_END };
+
+	memset(buffer, 0x5a, sizeof(buffer));
+	memcpy(buffer, &g, sizeof(g));
+	memcpy(buffer + sizeof(g), &flags, sizeof(flags));
+	check(api.launch_kernel(function("gather"), 2, 1, 1, 64, 1, 1, 0, NULL, through_buffer ? NULL : params,
+				through_buffer ? extra : NULL), "cuLaunchKernel gather");
+}
+
 /* deepum_mark_iteration(), if libdeepum is loaded. */
 static void mark_iteration(void)
 {
@@ -205,7 +256,8 @@ static void mark_iteration(void)
 
 /* ---- scenarios -------------------------------------------------------- */
 
-/* A training loop: the same three launches every iteration. */
+/* A training loop: the same three launches every iteration, on the same
+ * data, with scalars that change every iteration. */
 static void scenario_loop(int iterations)
 {
 	CUdeviceptr a = alloc(1 << 20), b = alloc(1 << 20), c = alloc(1 << 20);
@@ -214,8 +266,8 @@ static void scenario_loop(int iterations)
 	for (int i = 0; i < iterations; i++) {
 		mark_iteration();
 		vec_add("vec_add", v, 4, 64, 0, NULL);
-		scale(c, 2.0f, 256, NULL);
-		fill_through_buffer(c, 7, 256, 0);
+		scale(c, 2.0f + i, 256 + i, NULL);
+		fill_through_buffer(c, (char)i, 256 + i, 0);
 	}
 	check(api.mem_free(a), "cuMemFree");
 	check(api.mem_free(b), "cuMemFree");
@@ -262,6 +314,16 @@ static void scenario_variants(void)
 	fill_through_buffer(a, 7, 100, 0x00);		/* 13 */
 	fill_through_buffer(a, 7, 100, 0xff);		/* 14 other padding bytes */
 	fill(a, 7, 100);				/* 15 the same through kernelParams */
+	adam(a, b, 1e-3f, 1, 0x1234);			/* 16 */
+	adam(a, b, 2e-3f, 2, 0xdeadbeefcafe1234ULL);	/* 17 other scalars, a 64-bit one outside allocations */
+	adam(a, b, 1e-3f, 3, (unsigned long long)(uintptr_t)&config);	/* 18 a host pointer: a scalar */
+	adam(a, d, 1e-3f, 1, 0x1234);			/* 19 a pointer into another allocation */
+	adam(a + 256, b, 1e-3f, 1, 0x1234);		/* 20 a pointer elsewhere in its allocation */
+	adam(b, a, 1e-3f, 1, 0x1234);			/* 21 the two pointers swapped */
+	gather((struct gather_args){ 10, a, 1, b }, 0, 0);	/* 22 pointers inside a struct */
+	gather((struct gather_args){ 20, a, 99, b }, 1, 0);	/* 23 its scalars changed */
+	gather((struct gather_args){ 10, a, 1, d }, 0, 0);	/* 24 a pointer in the struct moved */
+	gather((struct gather_args){ 30, a, 7, b }, 2, 1);	/* 25 22 through the argument buffer */
 }
 
 static void scenario_alloc(void)
@@ -356,21 +418,130 @@ static void scenario_bench(int n)
 	printf("ns_per_launch=%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
 }
 
+/* Launches the test pairs up with deliveries; the numbers are the test's labels. */
 static void scenario_capture(void)
 {
 	CUdeviceptr a = alloc(4096);
-	CUstream s1, s2;
+	float factor = 1.0f;
+	int n = 64;
+	void *scale_params[] = { &a, &factor, &n };
+	CUstream s1, s2, s3;
+	CUevent recorded;
+	CUgraph graph;
 
 	check(api.stream_create(&s1, 0), "cuStreamCreate");
 	check(api.stream_create(&s2, 0), "cuStreamCreate");
+	check(api.stream_create(&s3, 0), "cuStreamCreate");
+	check(api.event_create(&recorded, 0), "cuEventCreate");
+	scale(a, 1.0f, 64, s1);						/* 0 no capture anywhere */
+	check(api.begin_capture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+	scale(a, 1.0f, 64, s1);						/* 1 captured */
+	scale(a, 1.0f, 64, s2);						/* 2 another stream */
+	check(api.event_record(recorded, s1), "cuEventRecord");
+	check(api.stream_wait_event(s3, recorded, 0), "cuStreamWaitEvent");
+	scale(a, 1.0f, 64, s3);						/* 3 joined the capture */
+	check(api.end_capture(s1, &graph), "cuStreamEndCapture");
+	scale(a, 1.0f, 64, s1);						/* 4 */
+	scale(a, 1.0f, 64, s3);						/* 5 */
+	expect_failure(api.end_capture(s2, &graph), "cuStreamEndCapture of a stream not capturing");
+	scale(a, 1.0f, 64, s2);						/* 6 */
+	check(api.begin_capture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+	/* The program's own mistake: the legacy stream synchronizes with s1. */
+	expect_failure(api.launch_kernel(function("scale"), 4, 1, 1, 64, 1, 1, 0, NULL, scale_params, NULL),
+		       "a launch on the legacy stream during a capture");
+	if (api.end_capture(s1, &graph) != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+		fprintf(stderr, "cuda_app: the capture was not invalidated\n");
+		exit(1);
+	}
+	scale(a, 1.0f, 64, NULL);					/* 7 */
+}
+
+/* A capture before the first launch of the process: the first launches
+ * cannot have their launch page yet. */
+static void scenario_capture_first(void)
+{
+	CUdeviceptr a = alloc(4096);
+	CUstream s1, s2;
+	CUgraph graph;
+
+	check(api.stream_create(&s1, 0), "cuStreamCreate");
+	check(api.stream_create(&s2, 0), "cuStreamCreate");
+	check(api.begin_capture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
 	scale(a, 1.0f, 64, s1);
 	scale(a, 1.0f, 64, s2);
+	check(api.end_capture(s1, &graph), "cuStreamEndCapture");
+	scale(a, 1.0f, 64, s2);
+}
+
+/* An allocation during a global-mode capture: refused, and the capture with it. */
+static void scenario_capture_alloc(void)
+{
+	CUdeviceptr p;
+	CUstream s1;
+	CUgraph graph;
+
+	check(api.stream_create(&s1, 0), "cuStreamCreate");
+	check(api.begin_capture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+	expect_failure(api.mem_alloc(&p, 4096), "cuMemAlloc during a global capture");
+	if (api.end_capture(s1, &graph) != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+		fprintf(stderr, "cuda_app: the capture was not invalidated\n");
+		exit(1);
+	}
+	scale(alloc(4096), 1.0f, 64, s1);
+}
+
+/* A capture on the thread's own per-thread default stream. */
+static void scenario_capture_own(void)
+{
+	CUdeviceptr a = alloc(4096);
+	CUgraph graph;
+
+	check(api.begin_capture(own_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+	scale(a, 1.0f, 64, own_stream);
+	check(api.end_capture(own_stream, &graph), "cuStreamEndCapture");
+	scale(a, 1.0f, 64, own_stream);
+}
+
+/*
+ * What the tracer records: @iterations marked iterations, then a mark that
+ * closes the last.  Blocks (2 MiB) are touched from each pointer argument to
+ * the end of its allocation: vec_add a0 a1 b0 c0 c1, scale d0, then fill and
+ * adam only blocks already there.  With @fork_child, a child process that
+ * makes no CUDA call (a data-loader worker) is forked in the first
+ * iteration and exits normally.
+ */
+static void scenario_train(int iterations, int fork_child)
+{
+	CUdeviceptr a = alloc(3 << 20), b = alloc(1 << 20), c = alloc(4 << 20), d = alloc(2 << 20);
+	CUstream s;
+
+	check(api.stream_create(&s, 0), "cuStreamCreate");
+	for (int i = 0; i < iterations; i++) {
+		mark_iteration();
+		vec_add("vec_add", (struct vec_args){ a, b, c, 256 }, 4, 64, 0, NULL);
+		scale(d, 0.5f * i, 64, s);
+		fill_through_buffer(b, (char)i, 256, 0);
+		adam(a, d, 1e-3f, i + 1, 0x9e3779b97f4a7c15ULL * (i + 1));
+		if (fork_child && i == 0) {
+			pid_t child = fork();
+
+			if (child == 0)
+				exit(0);
+			waitpid(child, NULL, 0);
+		}
+	}
+	mark_iteration();
+	check(api.mem_free(a), "cuMemFree");
+	check(api.mem_free(b), "cuMemFree");
+	check(api.mem_free(c), "cuMemFree");
+	check(api.mem_free(d), "cuMemFree");
 }
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
-			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n");
+			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
+			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n");
 	return 2;
 }
 
@@ -399,6 +570,7 @@ int main(int argc, char **argv)
 	check(api.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	check(api.ctx_set_current(ctx), "cuCtxSetCurrent");
 	check(api.module_load_data(&module, "fake module"), "cuModuleLoadData");
+	own_stream = strcmp(argv[1], "runtime-ptsz") == 0 ? NULL : CU_STREAM_PER_THREAD;
 
 	if (strcmp(scenario, "loop") == 0)
 		scenario_loop(n);
@@ -416,6 +588,16 @@ int main(int argc, char **argv)
 		scenario_bench(n);
 	else if (strcmp(scenario, "capture") == 0)
 		scenario_capture();
+	else if (strcmp(scenario, "capture-first") == 0)
+		scenario_capture_first();
+	else if (strcmp(scenario, "capture-own") == 0)
+		scenario_capture_own();
+	else if (strcmp(scenario, "capture-alloc") == 0)
+		scenario_capture_alloc();
+	else if (strcmp(scenario, "train") == 0)
+		scenario_train(n, 0);
+	else if (strcmp(scenario, "train-fork") == 0)
+		scenario_train(n, 1);
 	else
 		return usage();
 	printf("ok %s\n", scenario);

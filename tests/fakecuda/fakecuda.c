@@ -15,8 +15,23 @@
  * prefixed "kernel:" gives a CUkernel-style handle, which cuFuncGetName
  * refuses and cuKernelGetName accepts, as the driver does.
  *
+ * Stream capture follows the documented rules that matter to libdeepum:
+ * work enqueued on a capturing stream is captured (logged "captured=1"),
+ * not run; a stream joins a capture by waiting on an event recorded in it;
+ * the legacy stream cannot be used while a blocking stream captures
+ * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and enqueuing there invalidates the
+ * capture); allocating during a global-mode capture is refused and
+ * invalidates it too.
+ *
+ * A pretend GPU runs each launch at once: every 8-aligned argument word
+ * that points into a managed allocation touches the 2 MiB blocks from there
+ * to the allocation's end; blocks not resident fault in (a GPU page-fault
+ * record for the first, a host-to-device transfer for each), and
+ * cuMemPrefetchAsync to the host sends them back.  A fake CUPTI
+ * (fakecupti.c) hears of calls, kernels and transfers through
+ * fakecuda_observe() (fakegpu.h); times come from fakecuda_clock().
+ *
  * Knobs: FAKECUDA_FAIL=name[=code],...   make those entry points fail
- *        FAKECUDA_CAPTURING=0x...        a stream that reports capture in progress
  * Device memory is fake (addresses from a counter, never dereferenced); host
  * allocations are real, and cuStreamWriteValue64 stores into them.
  */
@@ -24,12 +39,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../../userlib/cuda_abi.h"
+#include "fakegpu.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -108,6 +125,10 @@ static const struct {
 	{ "fill", 3, { 8, 1, 8 } },		/* char *p, char value, long n: 7 bytes of padding */
 	{ "empty", 0, { 0 } },
 	{ "tiny", 1, { 8 } },			/* tests/gpu/launch_loop.c's kernel */
+	/* float *param, float *moment, float lr, int step, u64 seed */
+	{ "adam", 5, { 8, 8, 4, 4, 8 } },
+	/* struct { int n; float *src; u64 seed; float *dst; } by value, then int flags */
+	{ "gather", 2, { 32, 4 } },
 };
 
 static struct CUfunc_st funcs[FUNCS_MAX];
@@ -119,7 +140,9 @@ static void layout(struct CUfunc_st *fn, int nparams, const size_t *size)
 
 	fn->nparams = nparams;
 	for (int i = 0; i < nparams; i++) {
-		at = (at + size[i] - 1) / size[i] * size[i];	/* natural alignment */
+		size_t align = size[i] < 8 ? size[i] : 8;	/* natural; structs of pointers: 8 */
+
+		at = (at + align - 1) / align * align;
 		fn->offset[i] = at;
 		fn->size[i] = size[i];
 		at += size[i];
@@ -206,6 +229,539 @@ EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t *offset, s
 	return CUDA_SUCCESS;
 }
 
+/* ---- the GPU's clock and its observer --------------------------------- */
+
+static _Atomic uint64_t gpu_clock = 1000000;
+static const struct fakegpu_observer *_Atomic observer;
+static _Atomic uint32_t last_correlation;
+
+EXPORT uint64_t fakecuda_clock(void)
+{
+	return atomic_fetch_add(&gpu_clock, 100) + 100;
+}
+
+EXPORT void fakecuda_observe(const struct fakegpu_observer *o)
+{
+	atomic_store(&observer, o);
+}
+
+/* A driver API call that may launch work: its correlation ID, announced. */
+static uint32_t driver_call(void)
+{
+	const struct fakegpu_observer *o = atomic_load(&observer);
+	uint32_t correlation = atomic_fetch_add(&last_correlation, 1) + 1;
+
+	if (o)
+		o->driver_call(correlation);
+	return correlation;
+}
+
+static void unified_memory(uint32_t kind, uint64_t value, uint64_t address, uint32_t flags)
+{
+	const struct fakegpu_observer *o = atomic_load(&observer);
+	uint64_t start = fakecuda_clock();
+
+	if (o)
+		o->unified_memory(kind, value, start, fakecuda_clock(), address, flags);
+}
+
+/* ---- streams and capture ---------------------------------------------- */
+
+/* What a stream handle means: NULL is the legacy stream for legacy entry
+ * points and the per-thread stream for _ptsz ones (one thread's, here). */
+static uintptr_t stream_id(CUstream stream, int per_thread)
+{
+	if (!stream)
+		return per_thread ? (uintptr_t)CU_STREAM_PER_THREAD : (uintptr_t)CU_STREAM_LEGACY;
+	return (uintptr_t)stream;
+}
+
+static int is_per_thread_entry(const char *entry)
+{
+	size_t n = strlen(entry);
+
+	return n > 5 && strcmp(entry + n - 5, "_ptsz") == 0;
+}
+
+enum { CAPTURING_MAX = 16 };
+
+/* Streams in a capture sequence (under lock): the origin and those that joined. */
+static struct {
+	uintptr_t stream;
+	int capture;			/* 0: free entry */
+	int origin;
+	int invalidated;
+	CUstreamCaptureMode mode;
+} capturing[CAPTURING_MAX];
+static int last_capture;
+
+static int capture_of(uintptr_t stream)
+{
+	for (int i = 0; i < CAPTURING_MAX; i++)
+		if (capturing[i].capture && capturing[i].stream == stream)
+			return i;
+	return -1;
+}
+
+static int any_capture(int global_only)
+{
+	for (int i = 0; i < CAPTURING_MAX; i++)
+		if (capturing[i].capture && (!global_only || capturing[i].mode == CU_STREAM_CAPTURE_MODE_GLOBAL))
+			return 1;
+	return 0;
+}
+
+static void invalidate_captures(void)
+{
+	for (int i = 0; i < CAPTURING_MAX; i++)
+		capturing[i].invalidated = capturing[i].capture != 0;
+}
+
+static CUresult join_capture(uintptr_t stream, int capture, int origin, CUstreamCaptureMode mode)
+{
+	for (int i = 0; i < CAPTURING_MAX; i++) {
+		if (!capturing[i].capture) {
+			capturing[i].stream = stream;
+			capturing[i].capture = capture;
+			capturing[i].origin = origin;
+			capturing[i].invalidated = 0;
+			capturing[i].mode = mode;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * Where work enqueued on @stream goes (under lock): 1 into a capture, 0 to
+ * the GPU, or an error: the legacy stream while a blocking stream captures
+ * (which invalidates that capture).
+ */
+static CUresult enqueue_target(uintptr_t stream, int *captured)
+{
+	*captured = capture_of(stream) >= 0;
+	if (stream == (uintptr_t)CU_STREAM_LEGACY && any_capture(0)) {
+		invalidate_captures();
+		return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* An allocation during a global-mode capture is refused, and invalidates it. */
+static CUresult allocation_allowed(void)
+{
+	if (!any_capture(1))
+		return CUDA_SUCCESS;
+	invalidate_captures();
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
+{
+	static unsigned int created;
+
+	pthread_mutex_lock(&lock);
+	*stream = (CUstream)(uintptr_t)(0x1000 + 0x10 * ++created);
+	pthread_mutex_unlock(&lock);
+	log_line("cuStreamCreate flags=%u -> %p", flags, (void *)*stream);
+	return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(const char *entry, CUstream stream, CUstreamCaptureMode mode)
+{
+	uintptr_t id = stream_id(stream, is_per_thread_entry(entry));
+	CUresult rc;
+
+	pthread_mutex_lock(&lock);
+	if (id == (uintptr_t)CU_STREAM_LEGACY)
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	else if (capture_of(id) >= 0)
+		rc = CUDA_ERROR_ILLEGAL_STATE;
+	else
+		rc = join_capture(id, ++last_capture, 1, mode);
+	pthread_mutex_unlock(&lock);
+	log_line("%s stream=%p mode=%d -> %d", entry, (void *)id, mode, rc);
+	return rc;
+}
+
+EXPORT CUresult cuStreamBeginCapture(CUstream stream)
+{
+	return begin_capture(__func__, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream)
+{
+	return begin_capture(__func__, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode)
+{
+	return begin_capture(__func__, stream, mode);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode)
+{
+	return begin_capture(__func__, stream, mode);
+}
+
+EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode *dependencies,
+					    const CUgraphEdgeData *data, size_t ndependencies, CUstreamCaptureMode mode)
+{
+	(void)graph, (void)dependencies, (void)data, (void)ndependencies;
+	return begin_capture(__func__, stream, mode);
+}
+
+EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const CUgraphNode *dependencies,
+						 const CUgraphEdgeData *data, size_t ndependencies,
+						 CUstreamCaptureMode mode)
+{
+	(void)graph, (void)dependencies, (void)data, (void)ndependencies;
+	return begin_capture(__func__, stream, mode);
+}
+
+static CUresult end_capture(const char *entry, CUstream stream, CUgraph *graph)
+{
+	uintptr_t id = stream_id(stream, is_per_thread_entry(entry));
+	int i, invalidated = 0;
+	CUresult rc;
+
+	pthread_mutex_lock(&lock);
+	i = capture_of(id);
+	if (i < 0) {
+		rc = CUDA_ERROR_ILLEGAL_STATE;
+	} else if (!capturing[i].origin) {
+		rc = CUDA_ERROR_INVALID_VALUE;	/* the driver's CUDA_ERROR_STREAM_CAPTURE_UNMATCHED */
+	} else {
+		int capture = capturing[i].capture;
+
+		invalidated = capturing[i].invalidated;
+		for (int j = 0; j < CAPTURING_MAX; j++)
+			if (capturing[j].capture == capture)
+				capturing[j].capture = 0;
+		rc = invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&lock);
+	*graph = rc == CUDA_SUCCESS ? (CUgraph)(uintptr_t)0x30000 : NULL;
+	log_line("%s stream=%p -> %d", entry, (void *)id, rc);
+	return rc;
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
+{
+	return end_capture(__func__, stream, graph);
+}
+
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph)
+{
+	return end_capture(__func__, stream, graph);
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status)
+{
+	uintptr_t id = stream_id(stream, 0);
+	CUresult rc = CUDA_SUCCESS;
+	int i;
+
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	i = capture_of(id);
+	if (id == (uintptr_t)CU_STREAM_LEGACY && any_capture(0))
+		rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;	/* and the capture goes on */
+	else
+		*status = i < 0 ? CU_STREAM_CAPTURE_STATUS_NONE :
+			  capturing[i].invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED :
+			  CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	pthread_mutex_unlock(&lock);
+	log_line("cuStreamIsCapturing stream=%p -> %d", (void *)id, rc);
+	return rc;
+}
+
+struct CUevent_st {
+	int capture;			/* recorded into this capture sequence; 0: none */
+};
+
+EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
+{
+	(void)flags;
+	*event = calloc(1, sizeof(**event));
+	return *event ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = capture_of(stream_id(stream, 0));
+	event->capture = i < 0 ? 0 : capturing[i].capture;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* Waiting on an event recorded in a capture joins the waiting stream to it. */
+EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+	uintptr_t id = stream_id(stream, 0);
+	CUresult rc = CUDA_SUCCESS;
+
+	(void)flags;
+	pthread_mutex_lock(&lock);
+	if (event->capture && capture_of(id) < 0) {
+		int origin = -1;
+
+		for (int i = 0; i < CAPTURING_MAX && origin < 0; i++)
+			if (capturing[i].capture == event->capture)
+				origin = i;
+		rc = join_capture(id, event->capture, 0, capturing[origin].mode);
+	}
+	pthread_mutex_unlock(&lock);
+	log_line("cuStreamWaitEvent stream=%p capture=%d", (void *)id, event->capture);
+	return rc;
+}
+
+/* ---- memory ----------------------------------------------------------- */
+
+enum { ALLOCS_MAX = 4096 };
+#define BLOCK (2ULL << 20)
+
+static struct {
+	CUdeviceptr base;
+	size_t size;
+	int host;
+	unsigned char *resident;	/* managed: per 2 MiB block, on the GPU */
+} allocs[ALLOCS_MAX];
+static int allocs_used;		/* slots at or above are all free */
+static CUdeviceptr next_device_address = 0x7f0000000000ULL;
+
+static CUresult track(CUdeviceptr base, size_t size, int host, int managed)
+{
+	for (int i = 0; i < ALLOCS_MAX; i++) {
+		if (!allocs[i].base) {
+			allocs[i].resident = managed ? calloc((size + BLOCK - 1) / BLOCK, 1) : NULL;
+			if (managed && !allocs[i].resident)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			allocs[i].base = base;
+			allocs[i].size = size;
+			allocs[i].host = host;
+			if (i >= allocs_used)
+				allocs_used = i + 1;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void untrack(int i)
+{
+	free(allocs[i].resident);
+	allocs[i].resident = NULL;
+	allocs[i].base = 0;
+}
+
+static int find(CUdeviceptr addr)
+{
+	for (int i = 0; i < allocs_used; i++)
+		if (allocs[i].base && addr >= allocs[i].base && addr < allocs[i].base + allocs[i].size)
+			return i;
+	return -1;
+}
+
+/* Fake device memory: 2 MiB aligned, never dereferenced. */
+static CUresult device_alloc(CUdeviceptr *dptr, size_t size, int managed)
+{
+	CUresult rc;
+
+	pthread_mutex_lock(&lock);
+	rc = allocation_allowed();
+	if (rc == CUDA_SUCCESS) {
+		*dptr = next_device_address;
+		next_device_address += (size + BLOCK - 1) & ~(BLOCK - 1);
+		rc = track(*dptr, size, 0, managed);
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+	FAIL_IF_ASKED();
+	CUresult rc = device_alloc(dptr, size, 0);
+
+	log_line("cuMemAlloc_v2 size=%zu -> 0x%llx", size, *dptr);
+	return rc;
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+				   unsigned int element)
+{
+	FAIL_IF_ASKED();
+	if (element != 4 && element != 8 && element != 16) {
+		log_line("cuMemAllocPitch_v2 width=%zu height=%zu element=%u -> invalid", width, height, element);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*pitch = (width + 511) & ~(size_t)511;
+	CUresult rc = device_alloc(dptr, *pitch * height, 0);
+
+	log_line("cuMemAllocPitch_v2 width=%zu height=%zu element=%u -> 0x%llx pitch=%zu", width, height,
+		 element, *dptr, *pitch);
+	return rc;
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	FAIL_IF_ASKED();
+	CUresult rc = device_alloc(dptr, size, 1);
+
+	log_line("cuMemAllocManaged size=%zu flags=%u -> 0x%llx", size, flags, *dptr);
+	return rc;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(dptr);
+	if (i >= 0 && allocs[i].base == dptr && !allocs[i].host)
+		untrack(i);
+	else
+		i = -1;
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemFree_v2 dptr=0x%llx%s", dptr, i < 0 ? " -> invalid" : "");
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(dptr);
+	if (i >= 0) {
+		*base = allocs[i].base;
+		*size = allocs[i].size;
+	}
+	pthread_mutex_unlock(&lock);
+	return i < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+	CUresult rc;
+
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	rc = allocation_allowed();
+	pthread_mutex_unlock(&lock);
+	if (rc != CUDA_SUCCESS) {
+		log_line("cuMemHostAlloc size=%zu -> %d", size, rc);
+		return rc;
+	}
+	*ptr = malloc(size);
+	if (!*ptr)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(*ptr, 0xa5, size);	/* like the driver, no promise of zeroes */
+	pthread_mutex_lock(&lock);
+	rc = track((CUdeviceptr)(uintptr_t)*ptr, size, 1, 0);
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemHostAlloc size=%zu flags=%u -> %p", size, flags, *ptr);
+	return rc;
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *ptr, unsigned int flags)
+{
+	FAIL_IF_ASKED();
+	*dptr = (CUdeviceptr)(uintptr_t)ptr;	/* unified addressing */
+	log_line("cuMemHostGetDevicePointer_v2 ptr=%p flags=%u -> 0x%llx", ptr, flags, *dptr);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFreeHost(void *ptr)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find((CUdeviceptr)(uintptr_t)ptr);
+	if (i >= 0)
+		untrack(i);
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemFreeHost ptr=%p", ptr);
+	free(ptr);
+	return CUDA_SUCCESS;
+}
+
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, CAUSE_USER = 1, CAUSE_COHERENCE = 2, ACCESS_READ = 1 };
+
+/* The blocks of managed allocation @i from @addr on, brought to the GPU
+ * (under lock): a page fault for the first one missing, a transfer each. */
+static void touch(int i, CUdeviceptr addr)
+{
+	CUdeviceptr end = allocs[i].base + allocs[i].size;
+	int faulted = 0;
+
+	for (CUdeviceptr b = addr & ~(BLOCK - 1); b < end; b += BLOCK) {
+		size_t k = (b - allocs[i].base) / BLOCK;
+		CUdeviceptr from = b > allocs[i].base ? b : allocs[i].base;
+
+		if (allocs[i].resident[k])
+			continue;
+		if (!faulted++)
+			unified_memory(UM_GPU_PAGE_FAULT, 1, addr & ~4095ULL, ACCESS_READ);
+		unified_memory(UM_HTOD, (b + BLOCK < end ? b + BLOCK : end) - from, from, CAUSE_COHERENCE);
+		allocs[i].resident[k] = 1;
+	}
+}
+
+/* Every managed block resident in [addr, addr + size) back to the host. */
+static void evict(CUdeviceptr addr, size_t size)
+{
+	for (int i = 0; i < allocs_used; i++) {
+		if (!allocs[i].resident || allocs[i].base >= addr + size || allocs[i].base + allocs[i].size <= addr)
+			continue;
+		for (size_t k = 0; k * BLOCK < allocs[i].size; k++) {
+			CUdeviceptr b = allocs[i].base + k * BLOCK;
+
+			if (allocs[i].resident[k] && b + BLOCK > addr && b < addr + size) {
+				unified_memory(UM_DTOH, BLOCK, b, CAUSE_USER);
+				allocs[i].resident[k] = 0;
+			}
+		}
+	}
+}
+
+EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr addr, size_t size, CUdevice device, CUstream stream)
+{
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	if (device == CU_DEVICE_CPU)
+		evict(addr, size);
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemPrefetchAsync addr=0x%llx size=%zu device=%d stream=%p", addr, size, device, (void *)stream);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	int i, captured;
+	CUresult rc;
+
+	FAIL_IF_ASKED();
+	driver_call();
+	pthread_mutex_lock(&lock);
+	i = find(addr);
+	rc = enqueue_target(stream_id(stream, 0), &captured);
+	pthread_mutex_unlock(&lock);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (i < 0 || !allocs[i].host || addr + 8 > allocs[i].base + allocs[i].size || addr % 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!captured)
+		*(volatile cuuint64_t *)(uintptr_t)addr = value;
+	log_line("cuStreamWriteValue64_v2 stream=%p offset=%llu value=0x%llx flags=%u captured=%d", (void *)stream,
+		 addr - allocs[i].base, (unsigned long long)value, flags, captured);
+	return CUDA_SUCCESS;
+}
+
 /* ---- launches --------------------------------------------------------- */
 
 /* The argument bytes as hex, parameter by parameter ("-" between them). */
@@ -230,19 +786,60 @@ static void format_args(const CUfunction f, void **params, void **extra, char *o
 	}
 }
 
+/* The pretend GPU runs @f: it touches what its pointer words point to. */
+static void run_kernel(CUfunction f, void **params, void **extra, const unsigned int *grid,
+		       const unsigned int *block, uintptr_t stream, uint32_t correlation)
+{
+	const struct fakegpu_observer *o = atomic_load(&observer);
+	const char *buffer = NULL;
+	uint64_t start = fakecuda_clock();
+
+	for (int i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			buffer = extra[i + 1];
+	pthread_mutex_lock(&lock);
+	for (int p = 0; p < f->nparams; p++) {
+		const char *arg = params ? params[p] : buffer ? buffer + f->offset[p] : NULL;
+
+		for (size_t w = (8 - f->offset[p] % 8) % 8; arg && w + 8 <= f->size[p]; w += 8) {
+			CUdeviceptr value;
+			int i;
+
+			memcpy(&value, arg + w, 8);
+			i = find(value);
+			if (i >= 0 && allocs[i].resident)
+				touch(i, value);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (o)
+		o->kernel(f->name, grid, block, (uint32_t)stream, correlation, start, fakecuda_clock());
+}
+
 static CUresult launch(const char *entry, CUfunction f, const unsigned int *grid, const unsigned int *block,
 		       unsigned int shared, CUstream stream, void **params, void **extra)
 {
+	uintptr_t id = stream_id(stream, is_per_thread_entry(entry));
 	char args[4096];
 	CUresult rc = injected(entry);
+	uint32_t correlation;
+	int captured;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
+	correlation = driver_call();
+	pthread_mutex_lock(&lock);
+	rc = enqueue_target(id, &captured);
+	pthread_mutex_unlock(&lock);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	format_args(f, params, extra, args, sizeof(args));
-	log_line("%s f=%s grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p args=%s", entry, f->name,
-		 grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, (void *)stream, args);
+	log_line("%s f=%s grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p args=%s captured=%d", entry, f->name,
+		 grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, (void *)stream, args, captured);
+	if (!captured)
+		run_kernel(f, params, extra, grid, block, id, correlation);
 	return CUDA_SUCCESS;
 }
 
@@ -289,197 +886,11 @@ static CUresult launch_kernel_future(CUfunction f, unsigned int gx, unsigned int
 	return launch("cuLaunchKernel_future", f, grid, block, shared, stream, params, extra);
 }
 
-/* ---- streams ---------------------------------------------------------- */
-
-EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
-{
-	static unsigned int created;
-
-	pthread_mutex_lock(&lock);
-	*stream = (CUstream)(uintptr_t)(0x1000 + 0x10 * ++created);
-	pthread_mutex_unlock(&lock);
-	log_line("cuStreamCreate flags=%u -> %p", flags, (void *)*stream);
-	return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status)
-{
-	const char *capturing = getenv("FAKECUDA_CAPTURING");
-
-	FAIL_IF_ASKED();
-	*status = capturing && strtoull(capturing, NULL, 0) == (uintptr_t)stream ?
-		CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-	return CUDA_SUCCESS;
-}
-
 EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
 {
 	FAIL_IF_ASKED();
 	log_line("cuLaunchHostFunc stream=%p data=%p", (void *)stream, data);
 	fn(data);	/* the stream is always idle here: run it now */
-	return CUDA_SUCCESS;
-}
-
-/* ---- memory ----------------------------------------------------------- */
-
-enum { ALLOCS_MAX = 4096 };
-
-static struct {
-	CUdeviceptr base;
-	size_t size;
-	int host;
-} allocs[ALLOCS_MAX];
-static int allocs_used;		/* slots at or above are all free */
-static CUdeviceptr next_device_address = 0x7f0000000000ULL;
-
-static CUresult track(CUdeviceptr base, size_t size, int host)
-{
-	for (int i = 0; i < ALLOCS_MAX; i++) {
-		if (!allocs[i].base) {
-			allocs[i].base = base;
-			allocs[i].size = size;
-			allocs[i].host = host;
-			if (i >= allocs_used)
-				allocs_used = i + 1;
-			return CUDA_SUCCESS;
-		}
-	}
-	return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-static int find(CUdeviceptr addr)
-{
-	for (int i = 0; i < allocs_used; i++)
-		if (allocs[i].base && addr >= allocs[i].base && addr < allocs[i].base + allocs[i].size)
-			return i;
-	return -1;
-}
-
-/* Fake device memory: 2 MiB aligned, never dereferenced. */
-static CUresult device_alloc(CUdeviceptr *dptr, size_t size)
-{
-	CUresult rc;
-
-	pthread_mutex_lock(&lock);
-	*dptr = next_device_address;
-	next_device_address += (size + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-	rc = track(*dptr, size, 0);
-	pthread_mutex_unlock(&lock);
-	return rc;
-}
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
-{
-	FAIL_IF_ASKED();
-	CUresult rc = device_alloc(dptr, size);
-
-	log_line("cuMemAlloc_v2 size=%zu -> 0x%llx", size, *dptr);
-	return rc;
-}
-
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-				   unsigned int element)
-{
-	FAIL_IF_ASKED();
-	if (element != 4 && element != 8 && element != 16) {
-		log_line("cuMemAllocPitch_v2 width=%zu height=%zu element=%u -> invalid", width, height, element);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	*pitch = (width + 511) & ~(size_t)511;
-	CUresult rc = device_alloc(dptr, *pitch * height);
-
-	log_line("cuMemAllocPitch_v2 width=%zu height=%zu element=%u -> 0x%llx pitch=%zu", width, height,
-		 element, *dptr, *pitch);
-	return rc;
-}
-
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
-{
-	FAIL_IF_ASKED();
-	CUresult rc = device_alloc(dptr, size);
-
-	log_line("cuMemAllocManaged size=%zu flags=%u -> 0x%llx", size, flags, *dptr);
-	return rc;
-}
-
-EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-	int i;
-
-	pthread_mutex_lock(&lock);
-	i = find(dptr);
-	if (i >= 0 && allocs[i].base == dptr && !allocs[i].host)
-		allocs[i].base = 0;
-	else
-		i = -1;
-	pthread_mutex_unlock(&lock);
-	log_line("cuMemFree_v2 dptr=0x%llx%s", dptr, i < 0 ? " -> invalid" : "");
-	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
-{
-	int i;
-
-	pthread_mutex_lock(&lock);
-	i = find(dptr);
-	if (i >= 0) {
-		*base = allocs[i].base;
-		*size = allocs[i].size;
-	}
-	pthread_mutex_unlock(&lock);
-	return i < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemHostAlloc(void **ptr, size_t size, unsigned int flags)
-{
-	FAIL_IF_ASKED();
-	*ptr = malloc(size);
-	if (!*ptr)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	memset(*ptr, 0xa5, size);	/* like the driver, no promise of zeroes */
-	pthread_mutex_lock(&lock);
-	CUresult rc = track((CUdeviceptr)(uintptr_t)*ptr, size, 1);
-	pthread_mutex_unlock(&lock);
-	log_line("cuMemHostAlloc size=%zu flags=%u -> %p", size, flags, *ptr);
-	return rc;
-}
-
-EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *ptr, unsigned int flags)
-{
-	FAIL_IF_ASKED();
-	*dptr = (CUdeviceptr)(uintptr_t)ptr;	/* unified addressing */
-	log_line("cuMemHostGetDevicePointer_v2 ptr=%p flags=%u -> 0x%llx", ptr, flags, *dptr);
-	return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemFreeHost(void *ptr)
-{
-	int i;
-
-	pthread_mutex_lock(&lock);
-	i = find((CUdeviceptr)(uintptr_t)ptr);
-	if (i >= 0)
-		allocs[i].base = 0;
-	pthread_mutex_unlock(&lock);
-	log_line("cuMemFreeHost ptr=%p", ptr);
-	free(ptr);
-	return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-	int i;
-
-	FAIL_IF_ASKED();
-	pthread_mutex_lock(&lock);
-	i = find(addr);
-	pthread_mutex_unlock(&lock);
-	if (i < 0 || !allocs[i].host || addr + 8 > allocs[i].base + allocs[i].size || addr % 8)
-		return CUDA_ERROR_INVALID_VALUE;
-	*(volatile cuuint64_t *)(uintptr_t)addr = value;
-	log_line("cuStreamWriteValue64_v2 stream=%p offset=%llu value=0x%llx flags=%u", (void *)stream,
-		 addr - allocs[i].base, (unsigned long long)value, flags);
 	return CUDA_SUCCESS;
 }
 
@@ -519,6 +930,7 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
 
 EXPORT CUresult cuCtxSynchronize(void)
 {
+	log_line("cuCtxSynchronize");
 	return CUDA_SUCCESS;
 }
 
@@ -557,6 +969,14 @@ static const struct {
 	{ "cuModuleGetFunction", 2000, (void *)cuModuleGetFunction, NULL },
 	{ "cuStreamCreate", 2000, (void *)cuStreamCreate, NULL },
 	{ "cuCtxSynchronize", 2000, (void *)cuCtxSynchronize, NULL },
+	{ "cuStreamBeginCapture", 10010, (void *)cuStreamBeginCapture_v2, (void *)cuStreamBeginCapture_v2_ptsz },
+	{ "cuStreamBeginCapture", 10000, (void *)cuStreamBeginCapture, (void *)cuStreamBeginCapture_ptsz },
+	{ "cuStreamBeginCaptureToGraph", 12030, (void *)cuStreamBeginCaptureToGraph,
+	  (void *)cuStreamBeginCaptureToGraph_ptsz },
+	{ "cuStreamEndCapture", 10000, (void *)cuStreamEndCapture, (void *)cuStreamEndCapture_ptsz },
+	{ "cuEventCreate", 2000, (void *)cuEventCreate, NULL },
+	{ "cuEventRecord", 2000, (void *)cuEventRecord, NULL },
+	{ "cuStreamWaitEvent", 3020, (void *)cuStreamWaitEvent, NULL },
 };
 
 static CUresult get_proc(const char *entry, const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Access-set traces of real training on the GPU, taken with deepum's own
+tracer (`deepumctl trace record`), with their provenance.
+
+usage: capture_traces.py --out DIR [--iterations 6] [--warmup 1] [--timeout 170] WORKLOAD...
+       WORKLOAD: gpt2, bert, resnet50 (scripts/gpu/models.py); gpt2-tiny for a quick check
+
+For each workload, one process trains it under the tracer: --warmup
+untraced iterations, then --iterations traced ones (each marked with
+pydeepum.torch.mark_iteration(), and a last mark to close them); at every
+mark all managed memory goes back to the host, so each iteration records its
+complete first-touch stream.  Written to DIR:
+
+  h200-<workload>-accessset-<N>it.dut.gz   the trace (provenance in its metadata)
+  h200-<workload>-accessset-<N>it.json     provenance: command, date, GPU, driver,
+                                           CUDA, torch and transformers versions,
+                                           iteration times, losses, peak memory,
+                                           per-iteration counts, the tracer's
+                                           summary; for gpt2, the comparison with
+                                           the reference capture (validate_trace.py)
+
+Run one workload per call: each takes 1-2 minutes on the H200, and
+--timeout (seconds) stops one that would not.  Exits 1 if any workload
+failed (its JSON then says why), 0 otherwise; a gpt2 trace that disagrees
+with the reference is reported, not failed.  The GPU-memory rule is
+enforced by models.build() in the training process.
+
+(Internally, "capture_traces.py --train WORKLOAD ITERATIONS WARMUP" is that
+training process.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import hashlib
+import json
+import os
+import signal
+import site
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+# What the file names call each workload (the reference trace's naming).
+STEMS = {"gpt2": "gpt2-124m-bs8x512", "bert": "bert-base-bs16x128", "resnet50": "resnet50-bs32x224",
+         "gpt2-tiny": "gpt2-tiny-bs4x128"}
+
+
+def train(name: str, iterations: int, warmup: int) -> None:
+    """The traced process: prints one JSON line about the run."""
+    import torch
+
+    import models
+    from pydeepum.torch import loaded, mark_iteration
+
+    if not loaded():
+        raise SystemExit("capture_traces.py --train runs under deepumctl trace record")
+    workload = models.build(name)
+    for _ in range(warmup):
+        workload.step()
+    torch.cuda.synchronize()
+    seconds, losses = [], []
+    for _ in range(iterations):
+        mark_iteration()  # waits for the GPU and moves managed memory to the host
+        start = time.perf_counter()
+        loss = workload.step()
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    mark_iteration()  # closes the last iteration
+    print(json.dumps({
+        "workload": name, "description": workload.description,
+        "parameters": sum(p.numel() for p in workload.net.parameters()),
+        "warmup_iterations": warmup, "iteration_s": seconds, "losses": losses,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda, "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__, "python": sys.version.split()[0],
+    }))
+
+
+def find_cupti() -> str | None:
+    """A libcupti of the NVIDIA wheels next to torch, for libdeepum to load if
+    the training process has not loaded one itself (it prefers that one)."""
+    for packages in site.getsitepackages():
+        found = sorted(glob.glob(os.path.join(packages, "nvidia", "**", "libcupti.so*"), recursive=True))
+        if found:
+            return found[-1]
+    return None
+
+
+def driver_version() -> str:
+    try:
+        return Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+    except OSError:
+        return "unknown"
+
+
+def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
+            worker: list[str] | None = None) -> dict:
+    """Trace @name into @out; its provenance (with "error" if it failed).
+    @worker replaces the training process (tests run the plumbing without a GPU)."""
+    from pydeepum.trace import Trace
+    from validate_trace import REFERENCE, compare
+
+    stem = f"h200-{STEMS[name]}-accessset-{iterations}it"
+    trace_path = out / f"{stem}.dut.gz"
+    worker = worker or [sys.executable, str(Path(__file__).resolve()), "--train", name, str(iterations), str(warmup)]
+    cupti = find_cupti()
+    command = [sys.executable, "-c", "from pydeepum.cli import cli; cli()", "trace", "record",
+               "--iterations", str(iterations), "-o", str(trace_path), *(["--cupti", cupti] if cupti else []),
+               "--", *worker]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    provenance: dict = {
+        "workload": name, "trace": trace_path.name, "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "driver": driver_version(), "iterations": iterations,
+        "access_set": True,
+    }
+    started = time.monotonic()
+    # A session of its own, so that a timeout stops the training process too, not only deepumctl.
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        stdout, stderr = child.communicate()
+        provenance["error"] = f"timed out after {timeout:.0f} s"
+        provenance["stderr_tail"] = stderr[-4000:]
+        return provenance
+    done = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+    provenance["wall_s"] = round(time.monotonic() - started, 1)
+    provenance["tracer_summary"] = [line for line in done.stderr.splitlines()
+                                    if line.startswith(("deepum", "  ", str(trace_path)))]
+    if done.returncode != 0 or not trace_path.exists():
+        provenance["error"] = f"deepumctl trace record exited {done.returncode}"
+        provenance["stderr_tail"] = done.stderr[-4000:]
+        return provenance
+    provenance["run"] = json.loads(done.stdout.splitlines()[-1])
+    trace = Trace.read(trace_path)
+    trace.meta["provenance"].update({k: v for k, v in provenance.items() if k != "command"})
+    trace.write(trace_path)
+    provenance["sha256"] = hashlib.sha256(trace_path.read_bytes()).hexdigest()
+    provenance["per_iteration"] = trace.iteration_summary()
+    provenance["source"] = trace.meta["source"]
+    if name == "gpt2":
+        verdict = compare(trace, Trace.read(REFERENCE))
+        provenance["validation"] = {"reference": REFERENCE.name, "ok": verdict["ok"],
+                                    "launches": verdict["launches"], "blocks": verdict["blocks"]}
+    return provenance
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--train"]:
+        if len(sys.argv) != 5:
+            raise SystemExit(__doc__)
+        train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workloads", nargs="+", choices=sorted(STEMS))
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=170)
+    args = ap.parse_args()
+    if args.iterations < 5 or args.warmup < 1:
+        ap.error("the traces need at least 5 iterations after at least 1 warm-up")
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for name in args.workloads:
+        provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout)
+        path = args.out / f"h200-{STEMS[name]}-accessset-{args.iterations}it.json"
+        path.write_text(json.dumps(provenance, indent=2) + "\n")
+        failed |= "error" in provenance
+        print(f"{name}: {provenance.get('error', 'ok')}; {path}")
+        for line in provenance.get("tracer_summary", []):
+            print(f"  {line}")
+        if "validation" in provenance:
+            v = provenance["validation"]
+            launches, blocks = v["launches"], v["blocks"]
+            print(f"  against {v['reference']}: launches {launches['ours']:.0f} vs {launches['reference']:.0f},"
+                  f" blocks {blocks['ours']:.0f} vs {blocks['reference']:.0f}: {'agree' if v['ok'] else 'DIFFER'}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The tracer (DEEPUM_TRACE=FILE, run by `deepumctl trace record`): a capture
+ * of the program's iterations, which pydeepum turns into a deepum trace.
+ *
+ * libdeepum knows what CUPTI cannot (the true exec ID of every launch, its
+ * kernel-name hash and stream slot, the managed allocations), and CUPTI
+ * knows what libdeepum cannot (when each kernel ran, and every Unified
+ * Memory transfer and GPU page fault).  The tracer writes both, unjoined,
+ * as lines of the CUPTI capture format that pydeepum/importers.py already
+ * reads for the reference traces, plus two line types of its own; the join
+ * (which kernel ran which launch, which launch each UM record belongs to,
+ * one FAULT per launch and block) is done there, once, for both:
+ *
+ *   L,external id,exec ID,name hash (hex),stream slot,ts   a launch that ran
+ *   X,external id,correlation ID           CUPTI: this launch is that kernel
+ *   K,start,end,stream,correlation,grid xyz,block xyz,name  CUPTI kernel
+ *   U,kind,value,start,end,address (hex),flags            CUPTI UM counter
+ *   M,index,ts,flags                       an iteration begins (1: flushed)
+ *   A|F,address (hex),size,ts              managed allocation / free
+ *   E,message                              the capture failed: unusable
+ *
+ * Launch to kernel: around each real launch the tracer pushes an external
+ * correlation ID (its own launch number) on CUPTI's per-thread stack, so
+ * CUPTI ties that number to the correlation ID of the driver call that
+ * launched the kernel, and the kernel's activity record carries that same
+ * correlation ID.  This is exact whatever the streams, threads, graph
+ * replays or kernels libdeepum never saw; matching launches to kernel
+ * records per stream in order would break at the first kernel launched
+ * behind libdeepum's back.  (CUPTI emits external-correlation records only
+ * for API records, hence DRIVER activity is enabled and then ignored.)
+ *
+ * All timestamps are CUPTI's (cuptiGetTimestamp), the clock of its kernel
+ * and UM records.  Recording starts at the first deepum_mark_iteration() and
+ * stops at the (DEEPUM_TRACE_ITERATIONS + 1)-th, which closes the last
+ * iteration; the program runs on untraced.  At every mark the tracer waits
+ * for the GPU, and with DEEPUM_TRACE_ACCESS_SET=1 (the default) first moves
+ * every live managed allocation to the host, so that each iteration's UM
+ * records are its complete first-touch stream.  Any failure writes one E
+ * line and stops recording; the program itself is never affected.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdio_ext.h>
+#include <stdlib.h>
+
+#include "cupti_abi.h"
+#include "deepum_user.h"
+
+enum { ACTIVITY_BUFFER_BYTES = 8 << 20 };
+
+static const CUpti_ActivityKind activity_kinds[] = {
+	CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+};
+
+static const CUpti_ActivityUnifiedMemoryCounterKind um_kinds[] = {
+	CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+	CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+	CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+};
+
+static struct {
+#define CUPTI_FIELD(name, params) CUptiResult (*name) params;
+	DEEPUM_CUPTI_FUNCTIONS(CUPTI_FIELD)
+#undef CUPTI_FIELD
+} cupti;
+
+/* Marks are serialised by mark_lock (taken first when both are), file
+ * writes by file_lock, which is never held across a CUDA or CUPTI call:
+ * CUPTI delivers buffers from its own thread, and from inside FlushAll. */
+static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *out;		/* under file_lock */
+static bool started, finished;	/* under mark_lock */
+static u32 marks;		/* under mark_lock */
+
+_Atomic bool tracer_recording;
+static _Atomic bool failed;
+static _Atomic u64 last_external_id;
+
+static void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	pthread_mutex_lock(&file_lock);
+	if (out) {
+		vfprintf(out, fmt, ap);
+		fputc('\n', out);
+	}
+	pthread_mutex_unlock(&file_lock);
+	va_end(ap);
+}
+
+/* The capture is unusable: say why, once, in it and on stderr. */
+static void trace_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace_fail(const char *fmt, ...)
+{
+	char message[512], line[sizeof(deepum.trace_path) + sizeof(message) + 16];
+	va_list ap;
+
+	atomic_store(&tracer_recording, false);
+	if (atomic_exchange(&failed, true))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	trace_line("E,%s", message);
+	snprintf(line, sizeof(line), "trace %s: %s", deepum.trace_path, message);
+	deepum_warn(line);
+}
+
+static bool cupti_ok(CUptiResult rc, const char *what)
+{
+	const char *text = "unknown error";
+
+	if (rc == CUPTI_SUCCESS)
+		return true;
+	cupti.cuptiGetResultString(rc, &text);
+	trace_fail("%s failed: %s (%d)", what, text, rc);
+	return false;
+}
+
+static u64 timestamp(void)
+{
+	uint64_t ts = 0;
+
+	cupti.cuptiGetTimestamp(&ts);
+	return ts;
+}
+
+static void write_activity(const CUpti_Activity *record)
+{
+	switch (record->kind) {
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)record;
+
+		fprintf(out, "K,%llu,%llu,%u,%u,%d,%d,%d,%d,%d,%d,%s\n", (unsigned long long)k->start,
+			(unsigned long long)k->end, k->streamId, k->correlationId, k->gridX, k->gridY, k->gridZ,
+			k->blockX, k->blockY, k->blockZ, k->name ? k->name : "?");
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER: {
+		const CUpti_ActivityUnifiedMemoryCounter3 *u = (const void *)record;
+
+		fprintf(out, "U,%u,%llu,%llu,%llu,%llx,%u\n", u->counterKind, (unsigned long long)u->value,
+			(unsigned long long)u->start, (unsigned long long)u->end, (unsigned long long)u->address,
+			u->flags);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+		const CUpti_ActivityExternalCorrelation *x = (const void *)record;
+
+		if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+			fprintf(out, "X,%llu,%u\n", (unsigned long long)x->externalId, x->correlationId);
+		break;
+	}
+	default:	/* DRIVER: enabled only so that CUPTI correlates */
+		break;
+	}
+}
+
+static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	*buffer = aligned_alloc(8, ACTIVITY_BUFFER_BYTES);
+	*size = *buffer ? ACTIVITY_BUFFER_BYTES : 0;	/* none: CUPTI counts the loss */
+	*max_records = 0;
+}
+
+static void buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+	CUpti_Activity *record = NULL;
+	CUptiResult rc = CUPTI_ERROR_MAX_LIMIT_REACHED;
+	size_t dropped = 0;
+
+	(void)size;
+	pthread_mutex_lock(&file_lock);
+	if (out)
+		while ((rc = cupti.cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS)
+			write_activity(record);
+	pthread_mutex_unlock(&file_lock);
+	free(buffer);
+	if (rc != CUPTI_ERROR_MAX_LIMIT_REACHED)
+		cupti_ok(rc, "cuptiActivityGetNextRecord");
+	if (cupti.cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped)
+		trace_fail("CUPTI dropped %zu activity records", dropped);
+}
+
+/* The CUPTI the program already loaded (PyTorch links it), which must be
+ * the one: two copies cannot share the driver.  Else DEEPUM_CUPTI, else the
+ * library path's. */
+static bool cupti_load(void)
+{
+	static const char *const sonames[] = { "libcupti.so", "libcupti.so.13", "libcupti.so.12", NULL };
+	void *lib = NULL;
+
+	for (int i = 0; !lib && sonames[i]; i++)
+		lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (!lib && deepum.cupti_path[0])
+		lib = dlopen(deepum.cupti_path, RTLD_NOW | RTLD_LOCAL);
+	for (int i = 0; !lib && !deepum.cupti_path[0] && sonames[i]; i++)
+		lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		trace_fail("cannot load CUPTI (%s); name it with DEEPUM_CUPTI "
+			   "(deepumctl trace record --cupti)", dlerror());
+		return false;
+	}
+#define CUPTI_RESOLVE(name, params)                                        \
+	cupti.name = (__typeof__(cupti.name))dlsym(lib, #name);             \
+	if (!cupti.name) {                                                  \
+		trace_fail("the CUPTI loaded lacks " #name);                \
+		return false;                                               \
+	}
+	DEEPUM_CUPTI_FUNCTIONS(CUPTI_RESOLVE)
+#undef CUPTI_RESOLVE
+	return true;
+}
+
+static bool recording_start(void)
+{
+	CUpti_ActivityUnifiedMemoryCounterConfig um[sizeof(um_kinds) / sizeof(um_kinds[0])];
+	CUdevice device;
+
+	if (!cupti_load())
+		return false;
+	if (REAL(cuCtxGetDevice)(&device) != CUDA_SUCCESS) {
+		trace_fail("no current CUDA context at the first iteration mark");
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(um) / sizeof(um[0]); i++)
+		um[i] = (CUpti_ActivityUnifiedMemoryCounterConfig){
+			.scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+			.kind = um_kinds[i],
+			.deviceId = (uint32_t)device,
+			.enable = 1,
+		};
+	if (!cupti_ok(cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+		      "cuptiActivityRegisterCallbacks") ||
+	    !cupti_ok(cupti.cuptiActivityConfigureUnifiedMemoryCounter(um, sizeof(um) / sizeof(um[0])),
+		      "cuptiActivityConfigureUnifiedMemoryCounter"))
+		return false;
+	for (size_t i = 0; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
+		if (!cupti_ok(cupti.cuptiActivityEnable(activity_kinds[i]), "cuptiActivityEnable"))
+			return false;
+	started = true;
+	return true;
+}
+
+static void recording_stop(void)
+{
+	atomic_store(&tracer_recording, false);
+	if (started) {
+		for (size_t i = 0; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
+			cupti.cuptiActivityDisable(activity_kinds[i]);
+		cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	}
+	pthread_mutex_lock(&file_lock);
+	if (out)
+		fclose(out);
+	out = NULL;
+	pthread_mutex_unlock(&file_lock);
+	finished = true;
+}
+
+static void prefetch_to_host(u64 base, u64 size, void *arg)
+{
+	CUresult *rc = arg;
+
+	if (*rc == CUDA_SUCCESS)
+		*rc = REAL(cuMemPrefetchAsync)(base, size, CU_DEVICE_CPU, NULL);
+}
+
+/* Every live managed allocation to the host, and wait for it. */
+static bool flush_to_host(void)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!deepum_real[ENTRY_cuMemPrefetchAsync]) {
+		trace_fail("the driver lacks cuMemPrefetchAsync, which access-set tracing needs");
+		return false;
+	}
+	managed_ranges_each(prefetch_to_host, &rc);
+	if (rc == CUDA_SUCCESS)
+		rc = REAL(cuCtxSynchronize)();
+	if (rc != CUDA_SUCCESS)
+		trace_fail("moving managed memory to the host failed (CUDA error %d)", rc);
+	return rc == CUDA_SUCCESS;
+}
+
+static void write_alloc_line(u64 base, u64 size, void *ts)
+{
+	trace_line("A,%llx,%llu,%llu", (unsigned long long)base, (unsigned long long)size,
+		   (unsigned long long)*(u64 *)ts);
+}
+
+/* A forked child (a data-loader worker) must not write, nor flush at its
+ * exit what the parent had buffered: it lets go of the file unflushed. */
+static void forget_file_in_child(void)
+{
+	atomic_store(&tracer_recording, false);
+	finished = true;
+	if (out) {
+		__fpurge(out);
+		fclose(out);
+		out = NULL;
+	}
+}
+
+static bool file_open(void)
+{
+	FILE *f = fopen(deepum.trace_path, "we");
+	char line[sizeof(deepum.trace_path) + 32];
+
+	if (!f) {
+		snprintf(line, sizeof(line), "trace %s: cannot be created", deepum.trace_path);
+		deepum_warn(line);
+		return false;
+	}
+	pthread_mutex_lock(&file_lock);
+	out = f;
+	pthread_mutex_unlock(&file_lock);
+	pthread_atfork(NULL, NULL, forget_file_in_child);
+	return true;
+}
+
+static void mark(void)
+{
+	bool first = !started;
+	u32 flags = 0;
+	u64 ts;
+
+	if (first && !file_open()) {
+		finished = true;
+		return;
+	}
+	if (capture_in_progress()) {
+		/* Synchronizing now would invalidate the program's capture. */
+		trace_fail("an iteration was marked while a CUDA graph was being captured");
+		return;
+	}
+	if (REAL(cuCtxSynchronize)() != CUDA_SUCCESS) {
+		trace_fail("cuCtxSynchronize failed at an iteration mark");
+		return;
+	}
+	if (deepum.trace_access_set) {
+		if (!flush_to_host())
+			return;
+		flags |= DEEPUM_ITER_F_FLUSHED;
+	}
+	if (first ? !recording_start()
+		  : !cupti_ok(cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
+		return;
+	ts = timestamp();
+	trace_line("M,%u,%llu,%u", marks, (unsigned long long)ts, flags);
+	if (first)
+		managed_ranges_each(write_alloc_line, &ts);
+	marks++;
+	/* The last mark only closes the last iteration. */
+	atomic_store(&tracer_recording, (!deepum.trace_iterations || marks <= deepum.trace_iterations) &&
+					!atomic_load(&failed));
+}
+
+void tracer_mark(void)
+{
+	if (!deepum.trace_path[0])
+		return;
+	pthread_mutex_lock(&mark_lock);
+	if (!finished) {
+		mark();
+		if (atomic_load(&failed) || !atomic_load(&tracer_recording))
+			recording_stop();
+	}
+	pthread_mutex_unlock(&mark_lock);
+}
+
+u64 tracer_launch_enter(struct launch *l)
+{
+	u64 id = atomic_fetch_add(&last_external_id, 1) + 1;
+
+	l->trace_ts = timestamp();
+	cupti.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+	return id;
+}
+
+void tracer_launch_exit(const struct launch *l, u64 id, CUresult rc)
+{
+	uint64_t popped;
+
+	cupti.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+	/* A failed launch never runs; a captured one runs later, as a graph. */
+	if (rc == CUDA_SUCCESS && !l->captured)
+		trace_line("L,%llu,%u,%llx,%u,%llu", (unsigned long long)id, l->exec_id,
+			   (unsigned long long)l->name_hash, l->slot, (unsigned long long)l->trace_ts);
+}
+
+void tracer_alloc(u64 base, u64 size)
+{
+	if (atomic_load_explicit(&tracer_recording, memory_order_acquire))
+		trace_line("A,%llx,%llu,%llu", (unsigned long long)base, (unsigned long long)size,
+			   (unsigned long long)timestamp());
+}
+
+void tracer_free(u64 base, u64 size)
+{
+	if (atomic_load_explicit(&tracer_recording, memory_order_acquire))
+		trace_line("F,%llx,%llu,%llu", (unsigned long long)base, (unsigned long long)size,
+			   (unsigned long long)timestamp());
+}
