@@ -12,7 +12,7 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize test-kernel bench userlib fakecuda bench-launch test-gpu clean
+.PHONY: all demo test test-unit test-sanitize test-kernel fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
 
 all: $(VENV)/.installed userlib
 
@@ -52,6 +52,14 @@ test-sanitize: build/fuzz_core
 # deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md).
 test-kernel: $(VENV)/.installed
 	PYTHON=$(CURDIR)/$(VPY) tests/qemu/run
+
+# The ioctl fuzzer alone in the QEMU guest, 1,000,000 calls.
+fuzz-kernel: $(VENV)/.installed
+	PYTHON=$(CURDIR)/$(VPY) tests/qemu/run fuzz
+
+# Records/s through deepum.ko's pipeline against the userspace core, in the QEMU guest.
+bench-kernel: $(VENV)/.installed
+	PYTHON=$(CURDIR)/$(VPY) tests/qemu/run bench
 
 bench: $(VENV)/.installed
 	$(VPY) scripts/bench_core

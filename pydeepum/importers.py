@@ -148,7 +148,7 @@ class _Capture:
     ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
     """ts, ALLOC or FREE, address, size"""
     launches: list[tuple[int, int, int, int, int]] = field(default_factory=list)
-    """libdeepum's: ts, external ID, exec ID, name hash, stream slot"""
+    """libdeepum's: ts, external ID, exec ID, name hash, stream slot, CUPTI stream (None: unknown)"""
     launch_of_correlation: dict[int, int] = field(default_factory=dict)
     """CUPTI correlation ID -> external ID (the launch that made that call)"""
 
@@ -180,9 +180,10 @@ def _parse_capture(path: Path, progress: Progress | None) -> _Capture:
             c.kernels.append((_int(f[1], 10, where), _int(f[2], 10, where), _int(f[3], 10, where),
                               _int(f[4], 10, where), tuple(_int(x, 10, where) for x in f[5:11]), f[11]))
         elif kind == "L":
-            f = _fields(line, where, (6,))
+            f = _fields(line, where, (6, 7))
+            stream = _int(f[6], 10, where) if len(f) == 7 else None
             c.launches.append((_int(f[5], 10, where), _int(f[1], 10, where), _int(f[2], 10, where),
-                               _int(f[3], 16, where), _int(f[4], 10, where)))
+                               _int(f[3], 16, where), _int(f[4], 10, where), stream))
         elif kind == "X":
             f = _fields(line, where, (3,))
             c.launch_of_correlation[_int(f[2], 10, where)] = _int(f[1], 10, where)
@@ -230,21 +231,46 @@ def _ordinal_exec_ids(b: _Builder, c: _Capture, marker_ts: list[int]) -> tuple[l
     return kernel_exec, names
 
 
+def _match_launches(c: _Capture) -> dict[int, int]:
+    """External launch ID -> index of its kernel record.  CUPTI's correlation
+    records first; then, per CUPTI stream, the remaining launches and kernels
+    in order, skipping kernels that started before the launch was made (they
+    were not libdeepum's: graph replays, other libraries' launches)."""
+    kernel_of_launch = {}
+    for j, (_, _, _, correlation, _, _) in enumerate(c.kernels):
+        external = c.launch_of_correlation.get(correlation)
+        if external is not None:
+            kernel_of_launch[external] = j
+    taken = set(kernel_of_launch.values())
+    kernels_by_stream: dict[int, list[int]] = {}
+    for j in sorted(range(len(c.kernels)), key=lambda j: c.kernels[j][0]):
+        if j not in taken:
+            kernels_by_stream.setdefault(c.kernels[j][2], []).append(j)
+    cursor = {stream: 0 for stream in kernels_by_stream}
+    for ts, external, _, _, _, stream in c.launches:
+        if external in kernel_of_launch or stream not in kernels_by_stream:
+            continue
+        queue, i = kernels_by_stream[stream], cursor[stream]
+        while i < len(queue) and c.kernels[queue[i]][0] < ts:
+            i += 1
+        if i < len(queue):
+            kernel_of_launch[external] = queue[i]
+            i += 1
+        cursor[stream] = i
+    return kernel_of_launch
+
+
 def _launch_exec_ids(b: _Builder, c: _Capture) -> tuple[list[int], list[list | None], int]:
     """With libdeepum's launches: their own exec IDs, each LAUNCH at its
     kernel's start with its duration (at the interception time, 0 long, when
     CUPTI reported no kernel for it).  Returns each kernel's exec ID
     (EXEC_NONE for kernels libdeepum never saw), the exec IDs' descriptions
     and how many launches found their kernel."""
-    kernel_of_launch = {}
-    for j, (_, _, _, correlation, _, _) in enumerate(c.kernels):
-        external = c.launch_of_correlation.get(correlation)
-        if external is not None:
-            kernel_of_launch[external] = j
+    kernel_of_launch = _match_launches(c)
     kernel_exec = [EXEC_NONE] * len(c.kernels)
     names: list[list | None] = []
     matched = 0
-    for ts, external, eid, hashed, slot in c.launches:
+    for ts, external, eid, hashed, slot, _ in c.launches:
         j = kernel_of_launch.get(external)
         if j is None:
             b.add(LAUNCH, ts, hashed, 0, eid, slot)

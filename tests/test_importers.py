@@ -91,7 +91,7 @@ def test_a_capture_the_tracer_gave_up_on_is_refused_with_its_reason(tmp_path):
 
 @pytest.mark.parametrize("line,message", [
     ("K,1,2,3", "K record needs 12 fields"),
-    ("L,1,2,3", "L record needs 6 fields"),
+    ("L,1,2,3", "L record needs 6 or 7 fields"),
     ("M,1,2,3,4", "M record needs 3 or 4 fields"),
     ("U,1,x,1,2,ff,1", "'x' is not a number"),
     ("Q,1", "unknown record type"),
@@ -134,3 +134,30 @@ def test_bundled_trace_is_reproduced_from_the_raw_capture(gpt2):
     # The capture's own numbers (shared/data/README.md): 6 iterations of 1107 kernels.
     assert [e - s for _, s, e in t.iteration_bounds()] and t.counts()["launch"] == 6642
     assert np.all(np.diff(t.records["ts"].astype(np.int64)) >= 0)
+
+
+def test_tracer_launches_pair_with_kernels_by_stream_order_without_correlation(tmp_path):
+    """On the H200, runtime launches carry the runtime call's correlation ID,
+    so most L lines have no X record: they pair with their stream's kernels
+    in order, skipping kernels that started before the launch was made."""
+    a = blk(0x100)
+    lines = [
+        "M,0,10,0",
+        "K,15,18,7,900,1,1,1,32,1,1,foreign",      # before any launch: not ours
+        "L,1,5,aa,0,16,7",
+        "L,2,6,bb,0,17,7",
+        "L,3,9,cc,1,17,8",                           # another stream
+        "K,20,30,7,901,1,1,1,32,1,1,k5",
+        "K,21,25,8,903,1,1,1,32,1,1,k9",
+        "K,31,40,7,902,1,1,1,32,1,1,k6",
+        f"U,4,1,32,33,{a:x},1",
+        "M,1,50,0",
+    ]
+    path = tmp_path / "cap.csv"
+    path.write_text("\n".join(lines) + "\n")
+    t = import_file(path)
+    launches = t.records[t.records["type"] == LAUNCH]
+    assert sorted(zip(launches["ts"].tolist(), launches["exec_id"].tolist())) == [(20, 5), (21, 9), (31, 6)]
+    faults = t.records[t.records["type"] == FAULT]
+    assert list(faults["exec_id"]) == [6]
+    assert t.meta["source"]["launches_matched"] == 3

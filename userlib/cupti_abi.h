@@ -139,6 +139,7 @@ typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext context, uint32_t st
 	X(cuptiActivityPushExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t id)) \
 	X(cuptiActivityPopExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t *last)) \
 	X(cuptiGetTimestamp, (uint64_t *timestamp))                                           \
+	X(cuptiGetStreamIdEx, (CUcontext context, CUstream stream, uint8_t perThreadStream, uint32_t *streamId)) \
 	X(cuptiGetResultString, (CUptiResult result, const char **text))
 
 #define CUPTI_PROTOTYPE(name, params) CUptiResult name params;

@@ -12,7 +12,7 @@
  * (which kernel ran which launch, which launch each UM record belongs to,
  * one FAULT per launch and block) is done there, once, for both:
  *
- *   L,external id,exec ID,name hash (hex),stream slot,ts   a launch that ran
+ *   L,external id,exec ID,name hash (hex),stream slot,ts,CUPTI stream ID   a launch that ran
  *   X,external id,correlation ID           CUPTI: this launch is that kernel
  *   K,start,end,stream,correlation,grid xyz,block xyz,name  CUPTI kernel
  *   U,kind,value,start,end,address (hex),flags            CUPTI UM counter
@@ -22,13 +22,14 @@
  *
  * Launch to kernel: around each real launch the tracer pushes an external
  * correlation ID (its own launch number) on CUPTI's per-thread stack, so
- * CUPTI ties that number to the correlation ID of the driver call that
- * launched the kernel, and the kernel's activity record carries that same
- * correlation ID.  This is exact whatever the streams, threads, graph
- * replays or kernels libdeepum never saw; matching launches to kernel
- * records per stream in order would break at the first kernel launched
- * behind libdeepum's back.  (CUPTI emits external-correlation records only
- * for API records, hence DRIVER activity is enabled and then ignored.)
+ * CUPTI ties that number to the correlation ID of the driver call.  On the
+ * H200 (driver 580) a kernel launched through the runtime carries the
+ * runtime call's correlation ID instead, so this matched 18 of 669 launches;
+ * each L line therefore also names the kernel's CUPTI stream, and the
+ * importer pairs the remaining launches with kernel records of the same
+ * stream in order (a kernel never starts before its launch).  (CUPTI emits
+ * external-correlation records only for API records, hence DRIVER activity
+ * is enabled and then ignored.)
  *
  * All timestamps are CUPTI's (cuptiGetTimestamp), the clock of its kernel
  * and UM records.  Recording starts at the first deepum_mark_iteration() and
@@ -393,11 +394,16 @@ void tracer_launch_exit(const struct launch *l, u64 id, CUresult rc)
 {
 	uint64_t popped;
 
+	uint32_t stream_id = UINT32_MAX;
+
 	cupti.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
 	/* A failed launch never runs; a captured one runs later, as a graph. */
-	if (rc == CUDA_SUCCESS && !l->captured)
-		trace_line("L,%llu,%u,%llx,%u,%llu", (unsigned long long)id, l->exec_id,
-			   (unsigned long long)l->name_hash, l->slot, (unsigned long long)l->trace_ts);
+	if (rc != CUDA_SUCCESS || l->captured)
+		return;
+	if (cupti.cuptiGetStreamIdEx(NULL, l->stream, l->per_thread_stream, &stream_id) != CUPTI_SUCCESS)
+		stream_id = UINT32_MAX;	/* matched by correlation only */
+	trace_line("L,%llu,%u,%llx,%u,%llu,%u", (unsigned long long)id, l->exec_id,
+		   (unsigned long long)l->name_hash, l->slot, (unsigned long long)l->trace_ts, stream_id);
 }
 
 void tracer_alloc(u64 base, u64 size)

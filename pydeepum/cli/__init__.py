@@ -6,7 +6,9 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .module import MODULE_COMMANDS
 from .replay import replay_cmd
+from .run import run_cmd
 from .simulate import simulate_cmd
 from .trace import trace_group
 
@@ -18,5 +20,8 @@ def cli() -> None:
 
 
 cli.add_command(replay_cmd)
+cli.add_command(run_cmd)
 cli.add_command(simulate_cmd)
 cli.add_command(trace_group)
+for command in MODULE_COMMANDS:
+    cli.add_command(command)

@@ -190,6 +190,14 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_
 	return CUPTI_SUCCESS;
 }
 
+/* The same number the fake driver puts in its kernel records' streamId. */
+EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint8_t per_thread, uint32_t *id)
+{
+	(void)context, (void)per_thread;
+	*id = (uint32_t)(uintptr_t)stream;
+	return CUPTI_SUCCESS;
+}
+
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t stream, size_t *dropped)
 {
 	const char *drop = getenv("FAKECUPTI_DROP");

@@ -10,19 +10,12 @@ from typing import Any
 
 import pytest
 from _deepum_uapi import ffi, lib
+from klib import RW, STRUCTS, ioc, nr, raw_ioctl
 
 API_SIZE = ffi.sizeof("struct deepum_api")
 FEATURES = lib.DEEPUM_FEATURE_PREFETCH | lib.DEEPUM_FEATURE_PREEVICT | lib.DEEPUM_FEATURE_INVALIDATE
-RW = lib._IOC_READ | lib._IOC_WRITE
-
-
-def ioc(direction: int, nr: int, size: int, magic: int = lib.DEEPUM_IOC_MAGIC) -> int:
-    return (
-        direction << lib._IOC_DIRSHIFT
-        | magic << lib._IOC_TYPESHIFT
-        | nr << lib._IOC_NRSHIFT
-        | size << lib._IOC_SIZESHIFT
-    )
+# The module runs with the test ioctls enabled here (test_isolation.py checks the mask without).
+ALL_IOCTLS = sum(1 << nr(name) for name in STRUCTS)
 
 
 def api_request(**fields: int) -> Any:
@@ -53,12 +46,6 @@ def expect_errno(err: int, fd: int, cmd: int, buf: Any) -> None:
     assert exc.value.errno == err, os.strerror(exc.value.errno)
 
 
-def ioctl_at(fd: int, cmd: int, addr: int) -> int:
-    """ioctl(2) with a raw address for the argument; returns its errno, or 0."""
-    ffi.errno = 0
-    return 0 if lib.ioctl(fd, cmd, ffi.cast("void *", addr)) == 0 else ffi.errno
-
-
 def test_ioc_matches_header() -> None:
     assert ioc(RW, lib.DEEPUM_IOC_NR_API, API_SIZE) == lib.DEEPUM_IOC_API
 
@@ -69,7 +56,7 @@ def test_handshake(dev: int) -> None:
     assert api.api == lib.DEEPUM_API_VERSION
     assert api.flags == 0
     assert api.features == FEATURES
-    assert api.ioctls == 1 << lib.DEEPUM_IOC_NR_API
+    assert api.ioctls == ALL_IOCTLS
     assert list(api.reserved) == [0, 0, 0, 0]
 
 
@@ -113,14 +100,15 @@ def test_unsupported_feature(dev: int, feature: int) -> None:
 @pytest.mark.parametrize(
     "cmd",
     [
-        ioc(RW, lib.DEEPUM_IOC_NR_API + 1, API_SIZE),
+        ioc(RW, lib.DEEPUM_IOC_NR_STATS + 1, API_SIZE),
+        ioc(RW, lib.DEEPUM_IOC_NR_TEST_DRAIN + 1, API_SIZE),
         ioc(RW, 0xFF, API_SIZE),
         ioc(RW, lib.DEEPUM_IOC_NR_API, API_SIZE, magic=lib.DEEPUM_IOC_MAGIC + 1),
         ioc(lib._IOC_READ, lib.DEEPUM_IOC_NR_API, API_SIZE),
         ioc(lib._IOC_WRITE, lib.DEEPUM_IOC_NR_API, API_SIZE),
         ioc(lib._IOC_NONE, lib.DEEPUM_IOC_NR_API, 0),
     ],
-    ids=["next-nr", "last-nr", "other-magic", "read-only", "write-only", "no-data"],
+    ids=["after-public", "after-test", "last-nr", "other-magic", "read-only", "write-only", "no-data"],
 )
 def test_unknown_command(dev: int, cmd: int) -> None:
     expect_errno(errno.ENOTTY, dev, cmd, bytearray(ffi.buffer(api_request())))
@@ -141,7 +129,7 @@ def test_older_shorter_struct(dev: int, field: str) -> None:
     if size > ffi.offsetof("struct deepum_api", "features"):
         assert api.features == FEATURES
     if size > ffi.offsetof("struct deepum_api", "ioctls"):
-        assert api.ioctls == 1 << lib.DEEPUM_IOC_NR_API
+        assert api.ioctls == ALL_IOCTLS
 
 
 def test_newer_longer_struct_zero_tail(dev: int) -> None:
@@ -161,7 +149,7 @@ def test_newer_longer_struct_nonzero_tail(dev: int) -> None:
 
 @pytest.mark.parametrize("addr", [0, 8, 0xFFFF_FFFF_FFFF_F000], ids=["null", "low", "kernel"])
 def test_bad_pointer(dev: int, addr: int) -> None:
-    assert ioctl_at(dev, lib.DEEPUM_IOC_API, addr) == errno.EFAULT
+    assert raw_ioctl(dev, lib.DEEPUM_IOC_API, addr) == errno.EFAULT
 
 
 def test_unwritable_struct(dev: int, tmp_path: Any) -> None:
@@ -171,11 +159,11 @@ def test_unwritable_struct(dev: int, tmp_path: Any) -> None:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
         with ffi.from_buffer(m) as p:
             addr = int(ffi.cast("uintptr_t", p))
-            assert ioctl_at(dev, lib.DEEPUM_IOC_API, addr) == errno.EFAULT
+            assert raw_ioctl(dev, lib.DEEPUM_IOC_API, addr) == errno.EFAULT
 
 
 def test_files_are_independent(dev: int) -> None:
-    """Every open file has its own core; several coexist and close cleanly."""
+    """Several open files coexist, each with its own handshake, and close cleanly."""
     fds = [os.open("/dev/deepum", os.O_RDWR | os.O_CLOEXEC) for _ in range(3)]
     try:
         for fd in [dev, *fds]:

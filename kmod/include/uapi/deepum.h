@@ -293,7 +293,9 @@ struct deepum_api {
  *
  * Context: process context.
  * Return: 0; -EINVAL for non-zero @flags or reserved fields; -EBUSY if the
- * file is already attached; -EPROTO before DEEPUM_IOC_API.
+ * file is already attached; -EPROTO before DEEPUM_IOC_API; -ENOMEM if the
+ * context's queues cannot be allocated (without memory for its prefetch core
+ * the context still attaches, and does not prefetch).
  */
 struct deepum_attach {
 	__u32 flags;
