@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 DEEPUMCTL := $(VENV)/bin/deepumctl
-DEMO_TRACE := tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz
+DEMO_TRACES := tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz $(wildcard tests/data/libdeepum/*.dut.gz)
 CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/core/port_user.c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_n
 	touch $@
 
 demo: $(VENV)/.installed
-	$(DEEPUMCTL) replay $(DEMO_TRACE)
+	for t in $(DEMO_TRACES); do $(DEEPUMCTL) replay $$t || exit 1; echo; done
 
 test: test-unit test-sanitize test-kernel
 

@@ -213,6 +213,7 @@ CUresult cuMemFreeHost(void *p);
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 CUresult cuCtxGetDevice(CUdevice *device);
+CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);

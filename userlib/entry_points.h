@@ -100,6 +100,7 @@
 	X(USE, cuMemGetAddressRange_v2, -, NONE,                                               \
 	  (CUdeviceptr *base, size_t *size, CUdeviceptr dptr), ())                            \
 	X(USE, cuCtxGetDevice, -, NONE, (CUdevice *dev), ())                                  \
+	X(USE, cuCtxGetCurrent, -, NONE, (CUcontext *ctx), ())                                \
 	X(USE, cuDeviceGetAttribute, -, NONE, (int *value, CUdevice_attribute attr, CUdevice dev), ()) \
 	X(USE, cuCtxSynchronize, -, NONE, (void), ())                                          \
 	X(MAYBE, cuMemPrefetchAsync, -, NONE,                                                   \

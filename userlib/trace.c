@@ -395,12 +395,15 @@ void tracer_launch_exit(const struct launch *l, u64 id, CUresult rc)
 	uint64_t popped;
 
 	uint32_t stream_id = UINT32_MAX;
+	CUcontext ctx = NULL;
 
 	cupti.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
 	/* A failed launch never runs; a captured one runs later, as a graph. */
 	if (rc != CUDA_SUCCESS || l->captured)
 		return;
-	if (cupti.cuptiGetStreamIdEx(NULL, l->stream, l->per_thread_stream, &stream_id) != CUPTI_SUCCESS)
+	/* The NULL stream is the current context's: CUPTI needs to be told which. */
+	if (REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS ||
+	    cupti.cuptiGetStreamIdEx(ctx, l->stream, l->per_thread_stream, &stream_id) != CUPTI_SUCCESS)
 		stream_id = UINT32_MAX;	/* matched by correlation only */
 	trace_line("L,%llu,%u,%llx,%u,%llu,%u", (unsigned long long)id, l->exec_id,
 		   (unsigned long long)l->name_hash, l->slot, (unsigned long long)l->trace_ts, stream_id);

@@ -928,6 +928,12 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
 	return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+	*ctx = NULL;	/* one pretend context, whose streams need no naming */
+	return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuCtxSynchronize(void)
 {
 	log_line("cuCtxSynchronize");
