@@ -25,7 +25,7 @@ import pytest
 
 from pydeepum.errors import TraceFormatError
 from pydeepum.importers import import_file
-from pydeepum.trace import (ALLOC, EXEC_NONE, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
+from pydeepum.trace import (ALLOC, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
                             name_hash)
 
 ROOT = Path(__file__).resolve().parent.parent

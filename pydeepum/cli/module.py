@@ -12,23 +12,24 @@ import click
 from .. import device as devmod
 from ..config import Config
 from ..errors import DeepumInputError, DeviceError
-from ._common import InputError, emit_json
+from ._common import InputError, emit_json, fail_on_input_errors
 
 
 def fail_on_device_errors(fn):
     """Input errors, the module missing and missing permissions exit 2 with a
-    message; any other refusal of the device exits 1 with one."""
+    message (fail_on_input_errors); any other refusal of the device exits 1
+    with one."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except DeepumInputError as e:
-            raise InputError(str(e)) from None
         except DeviceError as e:
+            if isinstance(e, DeepumInputError):
+                raise
             raise click.ClickException(str(e)) from None
 
-    return wrapper
+    return fail_on_input_errors(wrapper)
 
 
 @click.command("load")
