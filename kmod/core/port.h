@@ -17,8 +17,12 @@
 #include <linux/slab.h>
 #include <linux/mm.h>
 
-/* Sizes come from user-settable configuration: a refusal, never a WARN. */
-#define dum_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT | __GFP_NOWARN)
+/*
+ * Sizes come from user-settable configuration: charged to the caller's
+ * memory cgroup, and a refusal rather than a WARN or the OOM killer when
+ * memory is short (the caller then runs without prefetching).
+ */
+#define dum_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT | __GFP_NOWARN | __GFP_RETRY_MAYFAIL)
 #define dum_free(p)		kvfree(p)
 
 #else /* userspace: libdeepum, the cffi extension, tests */
