@@ -51,7 +51,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 # What the file names call each workload (the reference trace's naming).
 STEMS = {"gpt2": "gpt2-124m-bs8x512", "bert": "bert-base-bs16x128", "resnet50": "resnet50-bs32x224",
-         "gpt2-tiny": "gpt2-tiny-bs4x128"}
+         "gpt2-tiny": "gpt2-tiny-bs4x128", "gpt2-xl": "gpt2-xl-1.5b-bs4x512"}
 
 
 def train(name: str, iterations: int, warmup: int) -> None:

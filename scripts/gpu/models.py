@@ -99,6 +99,8 @@ WORKLOADS: dict[str, tuple[Callable[[], Workload], int]] = {
     "bert": (_bert, 8 * GIB),
     "resnet50": (_resnet50, 8 * GIB),
     "gpt2-tiny": (lambda: _gpt2(2, 256, 4, 4, 128), 2 * GIB),
+    # GPT-2 XL (1.56B parameters): weights, gradients and AdamW states ~25 GB, plus activations.
+    "gpt2-xl": (lambda: _gpt2(48, 1600, 25, 4, 512), 48 * GIB),
 }
 
 
