@@ -1,6 +1,6 @@
 """The training workloads of the GPU scripts and tests, random init, no
 downloads: GPT-2 124M at batch 8 x 512 (the configuration of the bundled H200
-trace, tests/data/README.md, and of profile_gpt2_resident.py), BERT-base at
+trace, tests/data/README.md, and of profile_resident.py), BERT-base at
 16 x 128, ResNet-50 at 32 x 224, and a two-layer GPT-2 for quick checks.
 
 ResNet-50 is written out here (He et al., 2016: bottleneck blocks 3-4-6-3)
