@@ -30,7 +30,7 @@ from .trace import Trace
 
 LIBRARY_ENV = "DEEPUM_LIB"
 DELIVERIES = ("write", "callback")
-MODES = ("auto", "observe", "off")
+MODES = ("auto", "observe", "user", "demand", "off")
 
 
 class LibraryNotFound(DeepumInputError):
@@ -72,12 +72,15 @@ class RunOptions:
     managed: bool = True
     mode: str | None = None  # None: libdeepum's own default ("auto")
     trace: TraceOptions | None = None  # None: no tracer
+    capacity: int | None = None  # the user-mode engine's budget in bytes (DEEPUM_CAPACITY)
 
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
             raise DeepumInputError(f"delivery must be one of {', '.join(DELIVERIES)}, got {self.delivery!r}")
         if self.mode is not None and self.mode not in MODES:
             raise DeepumInputError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.capacity is not None and self.capacity < 2 << 20:
+            raise DeepumInputError(f"the capacity must be at least one 2 MiB block, got {self.capacity}")
 
 
 @dataclass
@@ -105,6 +108,10 @@ class RunResult:
                     out[key] += int(it[key])
         return out
 
+    def engines(self) -> list[dict[str, Any]]:
+        """The user-mode engine's statistics of each process that ran one."""
+        return [proc["engine"] for proc in self.processes if "engine" in proc]
+
     def as_dict(self) -> dict[str, Any]:
         return {"command": self.command, "returncode": self.returncode, "totals": self.totals(),
                 "steady_state": self.steady_state(), "processes": self.processes}
@@ -125,6 +132,8 @@ def environment(base: Mapping[str, str], library: Path, options: RunOptions, wor
     env["DEEPUM_MANAGED"] = "1" if options.managed else "0"
     if options.mode is not None:
         env["DEEPUM_MODE"] = options.mode
+    if options.capacity is not None:
+        env["DEEPUM_CAPACITY"] = str(options.capacity)
     if options.trace is not None:
         env["DEEPUM_TRACE"] = str(workdir / "capture.%p.csv")
         env["DEEPUM_TRACE_ITERATIONS"] = str(options.trace.iterations)

@@ -16,8 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
-from itertools import count
 from pathlib import Path
 
 import numpy as np
@@ -27,105 +25,14 @@ from pydeepum.errors import TraceFormatError
 from pydeepum.importers import import_file
 from pydeepum.trace import (ALLOC, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
                             name_hash)
+from userlib_harness import (FAKE, FAKE_CUPTI, HOOKS, LAUNCHES, LIB, LIB_FAULTS, MIB, NONE, PAGE_POSITIONS_OFFSET, ROOT,
+                             Run, _runs, build, parse_log, run_app)
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
-LIB = BUILD / "userlib/libdeepum.so"
-LIB_FAULTS = BUILD / "userlib/libdeepum-faultinject.so"
-FAKE = BUILD / "fakecuda"
-FAKE_CUPTI = FAKE / "libcupti.so"
-MIB = 1 << 20
-NONE = 0xFFFFFFFF
-HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
-         "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuMemAlloc_v2",
-         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuGetProcAddress", "cuGetProcAddress_v2",
-         "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
-         "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz",
-         "cuStreamEndCapture", "cuStreamEndCapture_ptsz"}
-LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
-# struct deepum_launch_page (userlib/launch_page.h): 4 u32, 128 stream handles, then 128 x 64 entries
-PAGE_ENTRIES_OFFSET = 16 + 128 * 8
-PAGE_DEPTH = 64
 
 
 @pytest.fixture(scope="session", autouse=True)
 def built() -> None:
-    for directory in ("userlib", "tests/fakecuda"):
-        done = subprocess.run(["make", "-s", "-C", str(ROOT / directory)], capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-
-
-@dataclass
-class Call:
-    name: str
-    args: dict[str, str]
-    line: str
-
-    def result(self) -> str:
-        """What a line ending in "-> X" says the call returned."""
-        return self.line.rsplit("-> ", 1)[-1]
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    calls: list[Call]
-    stats: dict | None
-
-    def named(self, *names: str) -> list[Call]:
-        return [c for c in self.calls if c.name in names]
-
-    def launches(self) -> list[Call]:
-        return [c for c in self.calls if c.name.startswith(LAUNCHES)]
-
-    def warnings(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.startswith("deepum:")]
-
-    def delivered_ids(self) -> list[int]:
-        return [int(c.args["value"], 16) & 0xFFFFFFFF for c in self.named("cuStreamWriteValue64_v2")]
-
-    def counter(self, name: str) -> int:
-        assert self.stats is not None, "libdeepum wrote no statistics"
-        return self.stats["counters"][name]
-
-
-def parse_log(path: Path) -> list[Call]:
-    calls = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        name, *words = line.split()
-        calls.append(Call(name, dict(w.split("=", 1) for w in words if "=" in w), line))
-    return calls
-
-
-_runs = count()
-
-
-def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB, audit: bool = True,
-            fakedev: bool = False, app: str = "cuda_app", env: dict[str, str] | None = None) -> Run:
-    """Run the test program against the fake driver, libdeepum preloaded
-    (and audited) unless @lib is None; with @fakedev, /dev/deepum is faked."""
-    n = next(_runs)
-    log, stats = tmp_path / f"fake{n}.log", tmp_path / f"stats{n}.json"
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "FAKEDEV_", "LD_"))}
-    environ.update(LD_LIBRARY_PATH=str(FAKE), FAKECUDA_LOG=str(log), DEEPUM_STATS=str(stats),
-                   DEEPUM_DEVICE=str(tmp_path / "no-such-device"))
-    if lib is not None:
-        preload = [str(lib)]
-        if fakedev:
-            device = tmp_path / "deepum-device"
-            device.touch()
-            environ["DEEPUM_DEVICE"] = str(device)
-            preload.insert(0, str(FAKE / "libfakedev.so"))
-        environ["LD_PRELOAD"] = ":".join(preload)
-        if audit:
-            environ["LD_AUDIT"] = str(lib)
-    environ.update(env or {})
-    done = subprocess.run([str(FAKE / app), resolve, *scenario], env=environ, capture_output=True, text=True,
-                          timeout=60)
-    return Run(done.returncode, done.stdout, done.stderr, parse_log(log),
-               json.loads(stats.read_text()) if stats.exists() else None)
+    build()
 
 
 def observe(tmp_path: Path, resolve: str, *scenario: str, **kwargs) -> Run:
@@ -154,7 +61,7 @@ def test_library_exports_only_the_hooks_and_needs_neither_cuda_nor_cxx():
     exported = subprocess.run(["nm", "-D", "--defined-only", str(LIB)], capture_output=True, text=True,
                               check=True).stdout.split()
     names = {w for w in exported if w.startswith(("cu", "la_", "deepum"))}
-    assert names == HOOKS | {"la_version", "la_objopen", "la_symbind64", "deepum_mark_iteration"}
+    assert names == HOOKS | {"la_version", "la_objopen", "la_symbind64", "deepum_mark_iteration", "deepum_report_free"}
     needed = subprocess.run(["readelf", "-d", str(LIB)], capture_output=True, text=True, check=True).stdout
     libraries = {line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line}
     assert libraries <= {"libc.so.6", "ld-linux-x86-64.so.2"}, libraries
@@ -347,6 +254,17 @@ def test_threads_share_one_consistent_id_table(tmp_path):
 # ---- delivery ----------------------------------------------------------------------------
 
 
+def test_positions_are_written_every_few_launches_and_every_launch_is_in_the_ring(tmp_path):
+    """DEEPUM_WRITE_EVERY=4: a stream write before every 4th launch of a stream only."""
+    r = observe(tmp_path, "symbol", "loop", "5", env={"DEEPUM_WRITE_EVERY": "4"})
+    writes = r.named("cuStreamWriteValue64_v2")
+    assert [int(w.args["value"], 16) >> 32 for w in writes] == [4, 8, 12]  # 15 launches on the legacy stream
+    assert r.counter("delivered") == r.counter("launches") == 15 and r.counter("position_writes") == 3
+    ordered = [c for c in r.calls if c.name != "cuModuleGetFunction"]
+    for w in writes:  # each immediately before the launch it names
+        assert ordered[ordered.index(w) + 1].name == "cuLaunchKernel"
+
+
 def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
     r = observe(tmp_path, "symbol", "streams")
     assert_each_launch_follows_its_delivery(r)
@@ -357,9 +275,8 @@ def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
         stream = {"(nil)": "0x1"}.get(launch.args["stream"], launch.args["stream"])  # NULL: the legacy stream
         assert write.args["stream"] == stream
         value = int(write.args["value"], 16)
-        seq, entry = value >> 32, (int(write.args["offset"]) - PAGE_ENTRIES_OFFSET) // 8
-        slot = slots.setdefault(stream, entry // PAGE_DEPTH)
-        assert entry == slot * PAGE_DEPTH + seq % PAGE_DEPTH
+        seq, slot = value >> 32, (int(write.args["offset"]) - PAGE_POSITIONS_OFFSET) // 8
+        assert slots.setdefault(stream, slot) == slot  # the stream's own position word
         assert seq == sum(1 for w in writes[:writes.index(write) + 1] if w.args["stream"] == stream)
     assert len(set(slots.values())) == len(slots) == 4  # s1, s2, legacy, per-thread
     ids = r.delivered_ids()
@@ -483,13 +400,14 @@ def baseline(tmp_path: Path, *scenario: str) -> Run:
     return r
 
 
-def test_without_module_or_engine_it_passes_through_with_one_warning(tmp_path):
+def test_without_module_or_managed_memory_it_passes_through_with_one_warning(tmp_path):
+    """With no module the engine would stand in, but it has no managed memory to work on."""
     plain = baseline(tmp_path, "loop", "3")
-    r = run_app(tmp_path, "symbol", "loop", "3", env={"DEEPUM_MANAGED": "1"})
+    r = run_app(tmp_path, "symbol", "loop", "3")
     assert r.returncode == 0 and r.stdout == plain.stdout
     assert r.calls == plain.calls  # the driver saw exactly what it sees without libdeepum
     assert len(r.warnings()) == 1 and r.stderr.count("\n") == 1
-    assert "no-such-device" in r.warnings()[0]
+    assert "no-such-device" in r.warnings()[0] and "DEEPUM_MANAGED=0" in r.warnings()[0]
     assert r.stats["mode"] == "auto" and not r.stats["active"] and r.counter("launches") == 0
 
 
@@ -692,10 +610,11 @@ def test_deepumctl_run_options_reach_the_library(tmp_path):
     assert proc["counters"]["allocs_redirected"] == 0
 
 
-def test_deepumctl_run_reports_a_module_less_pass_through(tmp_path):
+def test_deepumctl_run_without_a_module_runs_the_user_mode_engine(tmp_path):
     done = deepumctl_run(tmp_path, "./cuda_app", "symbol", "loop", "1")
-    assert done.returncode == 0
-    assert done.stderr.count("no-such-device") == 2  # libdeepum's one warning, and the summary's line
+    assert done.returncode == 0, done.stderr
+    assert "mode user" in done.stderr and "engine: fault source cupti" in done.stderr
+    assert "deepum:" not in done.stderr.replace("deepum: 1 CUDA process", "")  # no warning
 
 
 @pytest.mark.parametrize("command, status, message", [

@@ -10,10 +10,16 @@
  * the managed allocation fails, the program gets the device allocation it
  * asked for.  Every allocation, managed or not, widens the address window
  * that tells pointer arguments from scalars (launch.c).  The managed ones are
- * kept in a table (for the tracer's flushes to the host), and every free is
- * reported before the real free, so dead data is never migrated again.
- * Pools (cuMemAllocAsync) and cuMemCreate are left alone: userlib/README.md
- * says why.
+ * kept in a table (the tracer's flushes to the host, the engine's ranges),
+ * and every free is reported before the real free, so dead data is never
+ * migrated again.  Pools (cuMemAllocAsync) and cuMemCreate are left alone:
+ * userlib/README.md says why.
+ *
+ * The GPU's safety rule: managed memory in use never exceeds
+ * DEEPUM_MANAGED_LIMIT, by default 80% of the memory the GPU had free at the
+ * first managed allocation, so that it can all be resident at once and the
+ * driver never has to oversubscribe the GPU; allocations past it get the
+ * device memory they asked for.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +36,8 @@ struct range {
 static pthread_mutex_t managed_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct range *managed;
 static size_t managed_count, managed_room;
+static u64 managed_bytes;		/* live, under managed_lock */
+static u64 managed_limit;		/* 0 until the first managed allocation */
 
 static void managed_add(u64 base, u64 size)
 {
@@ -48,6 +56,7 @@ static void managed_add(u64 base, u64 size)
 		managed_room = room;
 	}
 	managed[managed_count++] = (struct range){ base, size };
+	managed_bytes += size;
 	pthread_mutex_unlock(&managed_lock);
 }
 
@@ -59,12 +68,52 @@ static bool managed_remove(u64 base)
 	pthread_mutex_lock(&managed_lock);
 	for (size_t i = 0; i < managed_count && !found; i++) {
 		if (managed[i].base == base) {
+			managed_bytes -= managed[i].size;
 			managed[i] = managed[--managed_count];
 			found = true;
 		}
 	}
 	pthread_mutex_unlock(&managed_lock);
 	return found;
+}
+
+u64 managed_clip(u64 addr, u64 len, range_fn fn, void *arg)
+{
+	u64 covered = 0;
+
+	pthread_mutex_lock(&managed_lock);
+	for (size_t i = 0; i < managed_count; i++) {
+		u64 from = managed[i].base > addr ? managed[i].base : addr;
+		u64 to = managed[i].base + managed[i].size < addr + len ? managed[i].base + managed[i].size : addr + len;
+
+		if (from < to) {
+			fn(from, to - from, arg);
+			covered += to - from;
+		}
+	}
+	pthread_mutex_unlock(&managed_lock);
+	return len - covered;
+}
+
+/* Whether @size more bytes of managed memory keep within the limit, which
+ * is set at the first managed allocation (a context is current then). */
+static bool within_limit(size_t size)
+{
+	size_t free_bytes = 0, total = 0;
+	bool known, fits;
+
+	pthread_mutex_lock(&managed_lock);
+	known = managed_limit != 0;
+	pthread_mutex_unlock(&managed_lock);
+	/* The driver is asked outside the lock, which the engine takes every round. */
+	if (!known && !deepum.managed_limit && REAL(cuMemGetInfo_v2)(&free_bytes, &total) != CUDA_SUCCESS)
+		return false;
+	pthread_mutex_lock(&managed_lock);
+	if (!managed_limit)
+		managed_limit = deepum.managed_limit ? deepum.managed_limit : free_bytes / 5 * 4;
+	fits = managed_bytes + size <= managed_limit;
+	pthread_mutex_unlock(&managed_lock);
+	return fits;
 }
 
 void managed_ranges_each(range_fn fn, void *arg)
@@ -85,8 +134,14 @@ static bool programs_failure(CUresult rc)
 
 static bool allocate_managed(CUdeviceptr *dptr, size_t size)
 {
-	CUresult rc = REAL(cuMemAllocManaged)(dptr, size, CU_MEM_ATTACH_GLOBAL);
+	CUresult rc;
 
+	if (!within_limit(size)) {
+		COUNT(allocs_over_limit, 1);
+		COUNT(allocs_fallback, 1);
+		return false;
+	}
+	rc = REAL(cuMemAllocManaged)(dptr, size, CU_MEM_ATTACH_GLOBAL);
 	if (rc != CUDA_SUCCESS) {
 		COUNT(allocs_fallback, 1);
 		/* The program's failures are its business (the real allocation
@@ -170,12 +225,35 @@ CUresult on_mem_free(enum deepum_entry which, cuMemFree_v2_fn real, CUdeviceptr 
 		/* The driver knows the allocation's extent; a pointer it does not
 		 * know (or not an allocation's start) fails the real free too. */
 		if (REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS && base == dptr) {
+			bool ours = managed_remove(base);
+
+			/* Out of the table first: the engine plans nothing on it now. */
+			if (ours)
+				engine_release(base, size);
 			delivery_report_free(base, size);
-			if (managed_remove(base))
+			if (ours)
 				tracer_free(base, size);
 		} else {
 			COUNT(frees_unknown, 1);
 		}
 	}
 	return real(dptr);
+}
+
+/*
+ * Called by the program (pydeepum.torch.report_free(), or ctypes through the
+ * global scope): [@addr, @addr + @len) holds dead data from this point of
+ * @stream on (a tensor its allocator freed but keeps).  Returns 0, or -1
+ * when nothing listens (no engine or module).
+ */
+DEEPUM_EXPORT int deepum_report_free(unsigned long long addr, unsigned long long len, void *stream)
+{
+	if (!deepum_active() || addr + len < addr)
+		return -1;
+	if (engine_wanted())
+		return engine_report_free(addr, len, (CUstream)stream);
+	if (deepum.device_fd < 0)
+		return -1;
+	delivery_report_free(addr, len);
+	return 0;
 }

@@ -70,6 +70,19 @@ typedef enum CUstreamCaptureMode_enum {
 /* The host, as the destination of a prefetch (CUDA 8 cuMemPrefetchAsync). */
 #define CU_DEVICE_CPU ((CUdevice)-1)
 
+/* Where memory is, or is to go (cuMemPrefetchBatchAsync, CUDA 13). */
+typedef enum CUmemLocationType_enum {
+	CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+	CU_MEM_LOCATION_TYPE_HOST = 0x2,
+} CUmemLocationType;
+
+typedef struct CUmemLocation_st {
+	CUmemLocationType type;
+	int id;
+} CUmemLocation;
+
+#define CU_STREAM_NON_BLOCKING 0x1
+
 typedef enum CUmemAttach_flags_enum {
 	CU_MEM_ATTACH_GLOBAL = 0x1,
 	CU_MEM_ATTACH_HOST = 0x2,
@@ -138,6 +151,7 @@ typedef struct CUlaunchConfig_st {
 } CUlaunchConfig;
 
 _Static_assert(sizeof(CUdeviceptr) == 8 && sizeof(void *) == 8, "64-bit ABI only");
+_Static_assert(sizeof(CUmemLocation) == 8, "CUmemLocation layout");
 _Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
 _Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig layout");
 
@@ -217,12 +231,21 @@ CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs,
+				 size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+				 CUstream hStream);
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags,
+				CUstream hStream);
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
+CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuCtxSetCurrent(CUcontext ctx);
 
 /* Used by the test program and the launch benchmark only. */
 CUresult cuInit(unsigned int Flags);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);

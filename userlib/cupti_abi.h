@@ -119,30 +119,34 @@ typedef struct {
 } CUpti_ActivityExternalCorrelation;
 
 typedef void (*CUpti_BuffersCallbackRequestFunc)(uint8_t **buffer, size_t *size, size_t *maxNumRecords);
+typedef uint64_t (*CUpti_TimestampCallbackFunc)(void);
 typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext context, uint32_t streamId, uint8_t *buffer,
 						  size_t size, size_t validSize);
 
 #endif /* !_CUPTI_ACTIVITY_H_ */
 
-/* One list, as entry_points.h: the tracer's function table, the names it
- * looks up in libcupti and the prototypes the ABI check compares. */
+/* One list, as entry_points.h: the function table, the names looked up in
+ * libcupti and the prototypes the ABI check compares.  X(kind, name, params):
+ * USE must be there; MAYBE is used when there (newer CUPTIs). */
 #define DEEPUM_CUPTI_FUNCTIONS(X)                                                             \
-	X(cuptiActivityRegisterCallbacks,                                                     \
+	X(USE, cuptiActivityRegisterCallbacks,                                                \
 	  (CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed)) \
-	X(cuptiActivityConfigureUnifiedMemoryCounter,                                         \
+	X(USE, cuptiActivityConfigureUnifiedMemoryCounter,                                    \
 	  (CUpti_ActivityUnifiedMemoryCounterConfig *config, uint32_t count))                   \
-	X(cuptiActivityEnable, (CUpti_ActivityKind kind))                                     \
-	X(cuptiActivityDisable, (CUpti_ActivityKind kind))                                    \
-	X(cuptiActivityGetNextRecord, (uint8_t *buffer, size_t valid, CUpti_Activity **record)) \
-	X(cuptiActivityGetNumDroppedRecords, (CUcontext context, uint32_t stream, size_t *dropped)) \
-	X(cuptiActivityFlushAll, (uint32_t flag))                                             \
-	X(cuptiActivityPushExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t id)) \
-	X(cuptiActivityPopExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t *last)) \
-	X(cuptiGetTimestamp, (uint64_t *timestamp))                                           \
-	X(cuptiGetStreamIdEx, (CUcontext context, CUstream stream, uint8_t perThreadStream, uint32_t *streamId)) \
-	X(cuptiGetResultString, (CUptiResult result, const char **text))
+	X(USE, cuptiActivityEnable, (CUpti_ActivityKind kind))                                \
+	X(USE, cuptiActivityDisable, (CUpti_ActivityKind kind))                               \
+	X(USE, cuptiActivityGetNextRecord, (uint8_t *buffer, size_t valid, CUpti_Activity **record)) \
+	X(USE, cuptiActivityGetNumDroppedRecords, (CUcontext context, uint32_t stream, size_t *dropped)) \
+	X(USE, cuptiActivityFlushAll, (uint32_t flag))                                        \
+	X(USE, cuptiActivityPushExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t id)) \
+	X(USE, cuptiActivityPopExternalCorrelationId, (CUpti_ExternalCorrelationKind kind, uint64_t *last)) \
+	X(USE, cuptiGetTimestamp, (uint64_t *timestamp))                                      \
+	X(USE, cuptiGetStreamIdEx, (CUcontext context, CUstream stream, uint8_t perThreadStream, uint32_t *streamId)) \
+	X(USE, cuptiGetResultString, (CUptiResult result, const char **text))                 \
+	X(MAYBE, cuptiActivityRegisterTimestampCallback, (CUpti_TimestampCallbackFunc timestamp)) \
+	X(MAYBE, cuptiActivityFlushPeriod, (uint32_t milliseconds))
 
-#define CUPTI_PROTOTYPE(name, params) CUptiResult name params;
+#define CUPTI_PROTOTYPE(kind, name, params) CUptiResult name params;
 DEEPUM_CUPTI_FUNCTIONS(CUPTI_PROTOTYPE)
 #undef CUPTI_PROTOTYPE
 

@@ -10,7 +10,8 @@
  * it; after that the launch path only shares atomics: counters, lock-free
  * tables (CAS to claim a slot, a release store to publish it), the pointer
  * window, the capture count and the one-way switch to pass-through.  Rare
- * paths (allocation table, tracer) take mutexes.
+ * paths (allocation table, tracer, the engine's intake) take mutexes.  The
+ * user-mode engine (engine.c) runs on a thread of its own.
  */
 #ifndef _DEEPUM_USER_H
 #define _DEEPUM_USER_H
@@ -19,7 +20,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "../kmod/core/port.h"
+#include "cupti_abi.h"
 #include "entry_points.h"
 #include "launch_page.h"
 
@@ -27,8 +31,17 @@
 
 enum deepum_mode {
 	MODE_OFF,	/* DEEPUM_MODE=off: pure pass-through, silent */
-	MODE_AUTO,	/* attach to /dev/deepum; without it, pass-through (one warning) */
+	MODE_AUTO,	/* attach to /dev/deepum; without it, the user-mode engine
+			 * (managed memory on) or pass-through (one warning) */
 	MODE_OBSERVE,	/* intercept, identify and deliver without a prefetcher */
+	MODE_USER,	/* the user-mode engine: prefetch, pre-evict, budget */
+	MODE_DEMAND,	/* the engine's budget, reactive LRM eviction, no prediction */
+};
+
+enum fault_source_choice {
+	FAULTS_AUTO,		/* the UVM tools queue, else CUPTI */
+	FAULTS_UVM_TOOLS,	/* /dev/nvidia-uvm-tools */
+	FAULTS_CUPTI,		/* CUPTI Unified Memory counters */
 };
 
 enum deepum_delivery {
@@ -43,7 +56,8 @@ enum deepum_delivery {
 	X(exec_new)			/* exec IDs assigned */                                \
 	X(exec_untracked)		/* launches given DEEPUM_EXEC_NONE: a table is full */ \
 	X(launches_unidentified)	/* ... or the driver could not name the kernel */      \
-	X(delivered)			/* exec IDs enqueued for stream-ordered delivery */    \
+	X(delivered)			/* exec IDs entered in a stream's ring */              \
+	X(position_writes)		/* stream-ordered position deliveries enqueued */      \
 	X(delivery_skipped_capture)	/* not delivered: stream capture in progress */        \
 	X(capture_queries)		/* launches that asked the driver about capture */     \
 	X(delivery_skipped_streams)	/* not delivered: no free stream slot */               \
@@ -53,6 +67,7 @@ enum deepum_delivery {
 	X(allocs_redirected)		/* device allocations made managed */                  \
 	X(bytes_redirected)                                                                    \
 	X(allocs_fallback)		/* managed allocation failed: device memory instead */ \
+	X(allocs_over_limit)		/* ... or would pass DEEPUM_MANAGED_LIMIT */           \
 	X(frees_reported)		/* frees reported before the real free */              \
 	X(frees_unknown)		/* frees of an address the driver did not know */
 
@@ -70,6 +85,15 @@ struct deepum_state {
 	enum deepum_delivery delivery;
 	bool managed;
 	u32 exec_max;
+	u32 write_every;		/* DEEPUM_WRITE_EVERY: a position write per this many launches */
+	u64 capacity;			/* DEEPUM_CAPACITY: the engine's budget in bytes; 0: none */
+	u64 managed_limit;		/* DEEPUM_MANAGED_LIMIT in bytes; 0: 80% of the GPU's free memory */
+	u32 watermark_blocks;		/* DEEPUM_WATERMARK: the core's; 0: its default */
+	u32 lookahead_blocks;		/* DEEPUM_LOOKAHEAD_BLOCKS: the core's; 0: its default */
+	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
+	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */
+	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */
+	char engine_log_path[4096];	/* DEEPUM_ENGINE_LOG: every command applied; "" for none */
 	int device_fd;			/* attached /dev/deepum, or -1 */
 	int init_pid;			/* the process that ran deepum_init() (not a fork child) */
 	char stats_path[4096];		/* DEEPUM_STATS with %p expanded; "" for none */
@@ -156,12 +180,25 @@ u64 launch_name_hash(u32 exec_id);
 void launch_note_allocation(u64 base, u64 size);
 
 /* delivery.c */
+/* A point in a stream's order: after its @seq-th launch. */
+struct stream_point {
+	u32 slot;
+	u32 seq;
+};
+
 bool delivery_tables_init(void);
 /* Open and attach @device_path; on failure *@reason says why. */
 bool delivery_attach(const char *device_path, const char **reason);
-/* Enqueue @l's exec ID on its stream, before its launch; sets l->slot (the
- * "stream" of ioctls and trace records) and l->captured. */
+/* Enter @l's exec ID in its stream's ring, before its launch, and deliver
+ * the position when due; sets l->slot (the "stream" of ioctls and trace
+ * records) and l->captured. */
 void delivery_enqueue(struct launch *l);
+/* Deliver the position of the calling thread's latest launch again, so the
+ * watcher knows when the GPU gets past it; false (*@at untouched or not
+ * meaningful) when there is no such launch or its stream is capturing. */
+bool delivery_here(struct stream_point *at);
+/* The same on @stream, after its latest launch from any thread. */
+bool delivery_on_stream(CUstream stream, struct stream_point *at);
 /* A range is dead: tell the module (if attached), before the real free. */
 void delivery_report_free(u64 addr, u64 len);
 
@@ -183,6 +220,92 @@ typedef void (*range_fn)(u64 base, u64 size, void *arg);
 /* Call @fn on each, under the table's lock (so @fn must not allocate or
  * free through the hooks). */
 void managed_ranges_each(range_fn fn, void *arg);
+/* Call @fn on each part of [@addr, @addr + @len) that lies in a live
+ * managed allocation; returns the bytes in none.  Under the table's lock,
+ * as above. */
+u64 managed_clip(u64 addr, u64 len, range_fn fn, void *arg);
+
+/* engine.c: the user-mode engine (DEEPUM_MODE=user or demand). */
+/* Whether the mode asks for it. */
+bool engine_wanted(void);
+/* Start it on the first launch (a context is current); on failure deepum
+ * is disabled with the reason. */
+void engine_start(struct deepum_launch_page *page);
+/* An iteration begins (deepum_mark_iteration). */
+void engine_mark_iteration(void);
+/* [@base, @base + @size), a managed allocation, is about to be freed:
+ * returns once the engine has stopped using it. */
+void engine_release(u64 base, u64 size);
+/* The program says [@addr, @addr + @len) holds dead data from this point
+ * of @stream on (deepum_report_free). */
+int engine_report_free(u64 addr, u64 len, CUstream stream);
+/* Stop the thread (at exit) and write the engine's statistics as a JSON
+ * member ("engine": {...}) to @f; nothing if it never ran. */
+void engine_stop(void);
+void engine_write_stats(FILE *f);
+#ifdef DEEPUM_FAULT_INJECTION
+/* Test builds with DEEPUM_TEST_LOCKSTEP=1: each launch waits, after its
+ * delivery, until the engine has run a whole round, so that tests see one
+ * deterministic order of launches, faults and commands. */
+bool deepum_lockstep_enabled(void);
+void engine_lockstep(void);
+#else
+static inline bool deepum_lockstep_enabled(void)
+{
+	return false;
+}
+
+static inline void engine_lockstep(void)
+{
+}
+#endif
+
+/* faults.c: the engine's fault source (DEEPUM_FAULTS). */
+enum fault_kind {
+	EV_FAULT,		/* the GPU touched a page it did not hold */
+	EV_MIGRATED_IN,		/* bytes moved to the GPU */
+	EV_MIGRATED_OUT,	/* bytes moved off the GPU */
+};
+
+/* Migration causes, the same numbers in CUPTI and the driver's queue. */
+enum migration_cause {
+	CAUSE_USER = 1,		/* a prefetch: the engine's own */
+	CAUSE_COHERENCE = 2,	/* a fault */
+	CAUSE_PREFETCH = 3,	/* the driver's prefetcher, inside a faulting block */
+	CAUSE_EVICTION = 4,	/* the driver needed the memory */
+};
+
+struct fault_event {
+	u64 ts;			/* the engine's clock (engine_clock_ns); 0: unknown */
+	u64 addr;
+	u64 bytes;		/* migrations */
+	u64 copy_begin_ns;	/* migrations: the copy, on one clock of the source's; */
+	u64 copy_end_ns;	/* ... both 0: unknown */
+	u32 kind;		/* enum fault_kind */
+	u32 detail;		/* EV_FAULT: access type (DEEPUM_ACCESS_*); else the cause */
+};
+
+/* CLOCK_MONOTONIC_RAW in ns: the UVM queue's CPU clock. */
+u64 engine_clock_ns(void);
+/* Start the source DEEPUM_FAULTS asks for on @device; on failure @why says why. */
+bool faults_start(CUdevice device, char *why, size_t size);
+/* "uvm-tools", "cupti": the one started; NULL if none was. */
+const char *faults_source_name(void);
+/* The events since the last call, at most @max (the engine's thread only). */
+u32 faults_poll(struct fault_event *out, u32 max);
+/* Events the source lost. */
+u64 faults_dropped(void);
+void faults_stop(void);
+
+/* cupti.c: CUPTI, loaded once, for the tracer or the engine's fault source. */
+extern struct deepum_cupti {
+#define CUPTI_FIELD(kind, name, params) CUptiResult (*name) params;
+	DEEPUM_CUPTI_FUNCTIONS(CUPTI_FIELD)
+#undef CUPTI_FIELD
+} cupti;
+/* Load it (the copy the program loaded, else DEEPUM_CUPTI, else the
+ * library path's); on failure @why says why. */
+bool cupti_load(char *why, size_t size);
 
 /* trace.c: the tracer (DEEPUM_TRACE), userlib/README.md. */
 extern _Atomic bool tracer_recording;

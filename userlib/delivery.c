@@ -4,16 +4,21 @@
  * /dev/deepum.
  *
  * A prefetcher must know which kernel runs now, not which one the host
- * enqueued last (the host runs far ahead of the GPU).  So the ID travels in
- * the stream, just before its kernel, and lands in the launch page
- * (launch_page.h) when the GPU gets there:
- *   write     cuStreamWriteValue64 of (seq << 32 | exec_id): the GPU stores
- *             it itself, the driver's call +0.6 us per launch on the H200
- *             (the default);
- *   callback  cuLaunchHostFunc, a host function that stores the same value
- *             and issues DEEPUM_IOC_SET_EXEC_ID: DeepUM's method, +18 us per
- *             launch on the H200, because every launch then waits for a
- *             driver thread.
+ * enqueued last (the host runs far ahead of the GPU).  The launching thread
+ * writes each launch's exec ID into its stream's ring in the launch page
+ * (launch_page.h), a plain store; how far the stream has got travels in the
+ * stream itself and lands in the page's position word when the GPU gets
+ * there:
+ *   write     cuStreamWriteValue64 of (seq << 32 | exec_id) before every
+ *             DEEPUM_WRITE_EVERY-th launch (default 8): the GPU stores it.
+ *             The driver's call costs +0.81 us on the H200, so one per
+ *             launch missed the 1 us target; the engine's window looks
+ *             hundreds of launches ahead and needs the position only to
+ *             within a few launches (the default);
+ *   callback  cuLaunchHostFunc before every launch, a host function that
+ *             stores the position and issues DEEPUM_IOC_SET_EXEC_ID:
+ *             DeepUM's method, +18 us per launch on the H200, because every
+ *             launch then waits for a driver thread.
  * Streams being captured into a CUDA graph get nothing: an extra node could
  * change the graph, and a failed call would invalidate the capture.  Whether
  * one may be is known without a driver call (capture.c); only then is the
@@ -45,6 +50,14 @@ static char attach_reason[256];
  * them apart. */
 static _Thread_local char per_thread_stream_marker;
 
+/* The calling thread's latest delivered launch: where its marks and
+ * reported frees fall in stream order. */
+static _Thread_local struct {
+	CUstream stream;
+	u32 slot;
+	u32 seq;
+} last_launch = { .slot = DEEPUM_PAGE_STREAMS };
+
 bool delivery_tables_init(void)
 {
 	streams = deepum_calloc(DEEPUM_PAGE_STREAMS, sizeof(*streams));
@@ -58,14 +71,10 @@ bool delivery_attach(const char *device_path, const char **reason)
 	int fd = open(device_path, O_RDWR | O_CLOEXEC);
 
 	if (fd < 0) {
-		snprintf(attach_reason, sizeof(attach_reason),
-			 "%s: %s; with no kernel module and no user-mode engine, "
-			 "CUDA calls pass straight through", device_path, strerror(errno));
+		snprintf(attach_reason, sizeof(attach_reason), "%s: %s", device_path, strerror(errno));
 	} else if (ioctl(fd, DEEPUM_IOC_API, &api) != 0 || ioctl(fd, DEEPUM_IOC_ATTACH, &attach) != 0) {
-		snprintf(attach_reason, sizeof(attach_reason),
-			 "%s does not speak deepum API %u.%u with ATTACH (%s); "
-			 "CUDA calls pass straight through", device_path, DEEPUM_API_MAJOR,
-			 DEEPUM_API_MINOR, strerror(errno));
+		snprintf(attach_reason, sizeof(attach_reason), "%s does not speak deepum API %u.%u with ATTACH (%s)",
+			 device_path, DEEPUM_API_MAJOR, DEEPUM_API_MINOR, strerror(errno));
 		close(fd);
 	} else {
 		deepum.device_fd = fd;
@@ -75,13 +84,14 @@ bool delivery_attach(const char *device_path, const char **reason)
 	return false;
 }
 
-/* The page needs a CUDA context, so it is made at the first launch. */
+/* The page needs a CUDA context, so it is made at the first launch; so is
+ * the engine, which needs the page. */
 static void page_create(void)
 {
-	void *host = NULL;
+	struct deepum_launch_page *host = NULL;
 	CUdeviceptr device = 0;
 
-	if (REAL(cuMemHostAlloc)(&host, sizeof(*page),
+	if (REAL(cuMemHostAlloc)((void **)&host, sizeof(*page),
 				 CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
 		deepum_disable("cannot allocate the launch page (mapped pinned memory); "
 			       "CUDA calls pass straight through");
@@ -94,12 +104,14 @@ static void page_create(void)
 		return;
 	}
 	memset(host, 0, sizeof(*page));
-	((struct deepum_launch_page *)host)->magic = DEEPUM_PAGE_MAGIC;
-	((struct deepum_launch_page *)host)->version = DEEPUM_PAGE_VERSION;
-	((struct deepum_launch_page *)host)->streams = DEEPUM_PAGE_STREAMS;
-	((struct deepum_launch_page *)host)->depth = DEEPUM_PAGE_DEPTH;
+	host->magic = DEEPUM_PAGE_MAGIC;
+	host->version = DEEPUM_PAGE_VERSION;
+	host->streams = DEEPUM_PAGE_STREAMS;
+	host->depth = DEEPUM_RING_DEPTH;
 	page_device = device;
 	__atomic_store_n(&page, host, __ATOMIC_RELEASE);
+	if (engine_wanted())
+		engine_start(host);
 }
 
 /*
@@ -120,16 +132,14 @@ static bool page_ready(void)
 		return false;
 	}
 	pthread_once(&once, page_create);
-	return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != NULL;
+	return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != NULL && deepum_active();
 }
 
 /* The stream a launch really goes to, as a handle valid in any API variant,
  * and the key that tells it from every other stream. */
-static CUstream resolve_stream(const struct launch *l, uintptr_t *key)
+static CUstream resolve_stream(CUstream s, bool per_thread_stream, uintptr_t *key)
 {
-	CUstream s = l->stream;
-
-	if (s == CU_STREAM_PER_THREAD || (s == NULL && l->per_thread_stream)) {
+	if (s == CU_STREAM_PER_THREAD || (s == NULL && per_thread_stream)) {
 		*key = (uintptr_t)&per_thread_stream_marker;
 		return CU_STREAM_PER_THREAD;
 	}
@@ -159,15 +169,23 @@ static u32 stream_slot(uintptr_t key, CUstream handle)
 	return DEEPUM_PAGE_STREAMS;
 }
 
+/* The ring's word for launch @seq of @slot: its exec ID, or NONE if the
+ * launching thread has already reused the entry. */
+static u32 ring_exec_id(u32 slot, u32 seq)
+{
+	u64 entry = __atomic_load_n(&page->ring[slot][seq % DEEPUM_RING_DEPTH], __ATOMIC_ACQUIRE);
+
+	return (u32)(entry >> 32) == seq ? (u32)entry : DEEPUM_EXEC_NONE;
+}
+
 /* Runs on a driver thread, in stream order, once the work before it is done. */
 static void deliver_on_host(void *data)
 {
 	u32 slot = (u32)((uintptr_t)data >> 32);
-	u32 exec_id = (u32)(uintptr_t)data;
-	u32 seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+	u32 seq = (u32)(uintptr_t)data;
+	u32 exec_id = ring_exec_id(slot, seq);
 
-	__atomic_store_n(&page->entry[slot][seq % DEEPUM_PAGE_DEPTH], (u64)seq << 32 | exec_id,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&page->position[slot], (u64)seq << 32 | exec_id, __ATOMIC_RELEASE);
 	if (deepum.device_fd >= 0 && deepum_active()) {
 		struct deepum_set_exec_id req = {
 			.exec_id = exec_id,
@@ -182,12 +200,23 @@ static void deliver_on_host(void *data)
 	}
 }
 
+/* Enqueue on @stream: "@slot has reached launch @seq". */
+static CUresult publish_position(CUstream stream, u32 slot, u32 seq, u32 exec_id)
+{
+	u64 *word = &page->position[slot];
+
+	COUNT(position_writes, 1);
+	if (deepum.delivery == DELIVERY_CALLBACK)
+		return REAL(cuLaunchHostFunc)(stream, deliver_on_host, (void *)((uintptr_t)slot << 32 | seq));
+	return REAL(cuStreamWriteValue64_v2)(stream, page_device + (CUdeviceptr)((char *)word - (char *)page),
+					     (u64)seq << 32 | exec_id, CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
 void delivery_enqueue(struct launch *l)
 {
 	uintptr_t key;
-	CUstream stream = resolve_stream(l, &key);
-	CUresult rc;
-	u32 slot;
+	CUstream stream = resolve_stream(l->stream, l->per_thread_stream, &key);
+	u32 slot, seq;
 
 	l->slot = DEEPUM_PAGE_STREAMS;
 	if (capture_possible()) {
@@ -206,24 +235,46 @@ void delivery_enqueue(struct launch *l)
 		return;
 	}
 	l->slot = slot;
-	if (deepum.delivery == DELIVERY_WRITE) {
-		/* Enqueue order is stream order when one thread at a time
-		 * launches on the stream (the common case); threads racing on
-		 * one stream may land their entries out of sequence order. */
-		u32 seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
-		u64 *entry = &page->entry[slot][seq % DEEPUM_PAGE_DEPTH];
-
-		rc = REAL(cuStreamWriteValue64_v2)(stream, page_device + (CUdeviceptr)((char *)entry - (char *)page),
-						   (u64)seq << 32 | l->exec_id, CU_STREAM_WRITE_VALUE_DEFAULT);
-	} else {
-		rc = REAL(cuLaunchHostFunc)(stream, deliver_on_host,
-					    (void *)((uintptr_t)slot << 32 | l->exec_id));
-	}
-	if (rc != CUDA_SUCCESS) {
-		deepum_disable("a stream-ordered exec-ID delivery failed; CUDA calls pass straight through");
-		return;
-	}
+	/* Enqueue order is stream order when one thread at a time launches
+	 * on the stream (the common case); threads racing on one stream may
+	 * land their entries out of sequence order. */
+	seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+	__atomic_store_n(&page->ring[slot][seq % DEEPUM_RING_DEPTH], (u64)seq << 32 | l->exec_id,
+			 __ATOMIC_RELEASE);
+	last_launch.stream = stream;
+	last_launch.slot = slot;
+	last_launch.seq = seq;
 	COUNT(delivered, 1);
+	if ((deepum.delivery == DELIVERY_CALLBACK || seq % deepum.write_every == 0) &&
+	    publish_position(stream, slot, seq, l->exec_id) != CUDA_SUCCESS)
+		deepum_disable("a stream-ordered exec-ID delivery failed; CUDA calls pass straight through");
+}
+
+bool delivery_here(struct stream_point *at)
+{
+	at->slot = last_launch.slot;
+	at->seq = last_launch.seq;
+	if (at->slot == DEEPUM_PAGE_STREAMS || !deepum_active())
+		return false;
+	if (capture_possible() && capture_stream_capturing(last_launch.stream))
+		return false;
+	return publish_position(last_launch.stream, at->slot, at->seq, ring_exec_id(at->slot, at->seq)) ==
+	       CUDA_SUCCESS;
+}
+
+bool delivery_on_stream(CUstream stream, struct stream_point *at)
+{
+	uintptr_t key;
+	CUstream handle = resolve_stream(stream, false, &key);
+
+	at->slot = DEEPUM_PAGE_STREAMS;
+	if (!__atomic_load_n(&page, __ATOMIC_ACQUIRE) || (capture_possible() && capture_stream_capturing(handle)))
+		return false;
+	at->slot = stream_slot(key, handle);
+	if (at->slot == DEEPUM_PAGE_STREAMS)
+		return false;
+	at->seq = atomic_load_explicit(&streams[at->slot].seq, memory_order_relaxed);
+	return at->seq && publish_position(handle, at->slot, at->seq, ring_exec_id(at->slot, at->seq)) == CUDA_SUCCESS;
 }
 
 void delivery_report_free(u64 addr, u64 len)

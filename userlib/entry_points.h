@@ -103,8 +103,19 @@
 	X(USE, cuCtxGetCurrent, -, NONE, (CUcontext *ctx), ())                                \
 	X(USE, cuDeviceGetAttribute, -, NONE, (int *value, CUdevice_attribute attr, CUdevice dev), ()) \
 	X(USE, cuCtxSynchronize, -, NONE, (void), ())                                          \
+	X(USE, cuCtxSetCurrent, -, NONE, (CUcontext ctx), ())                                  \
+	X(USE, cuMemGetInfo_v2, -, NONE, (size_t *free, size_t *total), ())                    \
+	X(USE, cuCtxGetStreamPriorityRange, -, NONE, (int *least, int *greatest), ())          \
+	X(USE, cuStreamCreateWithPriority, -, NONE,                                            \
+	  (CUstream *stream, unsigned int flags, int priority), ())                            \
+	X(USE, cuStreamSynchronize, -, NONE, (CUstream stream), ())                            \
 	X(MAYBE, cuMemPrefetchAsync, -, NONE,                                                   \
-	  (CUdeviceptr ptr, size_t size, CUdevice device, CUstream stream), ())
+	  (CUdeviceptr ptr, size_t size, CUdevice device, CUstream stream), ())                \
+	X(MAYBE, cuMemPrefetchBatchAsync, -, NONE,                                              \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locations,           \
+	   size_t *location_starts, size_t nlocations, unsigned long long flags, CUstream stream), ()) \
+	X(MAYBE, cuMemDiscardBatchAsync, -, NONE,                                               \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream stream), ())
 
 enum deepum_entry {
 #define ENTRY_ENUM(kind, name, handler, stream, params, args) ENTRY_##name,

@@ -261,12 +261,46 @@ static bool env_number(const char *name, unsigned long min, unsigned long max, u
 	return true;
 }
 
-/* A path from getenv(@name), "%p" expanded, into @out ("" if unset). */
-static bool env_path(const char *name, char *out, size_t size)
+/* A byte count from getenv(@name), with an optional K, M, G or T (binary)
+ * suffix, into *@ret (left alone if unset); false if invalid. */
+static bool env_bytes(const char *name, u64 *ret)
+{
+	static const char suffixes[] = "KMGT";
+	const char *value = getenv(name), *unit;
+	unsigned long long n;
+	char *end;
+
+	if (!value || !*value)
+		return true;
+	if (value[0] == '-')
+		goto invalid;
+	n = strtoull(value, &end, 0);
+	unit = *end ? strchr(suffixes, *end) : NULL;
+	if (unit && !end[1]) {
+		for (const char *u = suffixes; u <= unit; u++) {
+			if (n > UINT64_MAX >> 10)
+				goto invalid;
+			n <<= 10;
+		}
+	} else if (*end || end == value) {
+		goto invalid;
+	}
+	*ret = n;
+	return true;
+invalid:
+	snprintf(startup_reason, sizeof(startup_reason),
+		 "%s=%s is not a byte count; CUDA calls pass straight through", name, value);
+	return false;
+}
+
+/* A path from getenv(@name), "%p" expanded, into @out (@fallback if unset). */
+static bool env_path(const char *name, char *out, size_t size, const char *fallback)
 {
 	const char *value = getenv(name);
 
-	if (!value || deepum_expand_pid(value, out, size))
+	if (!value)
+		value = fallback;
+	if (deepum_expand_pid(value, out, size))
 		return true;
 	snprintf(startup_reason, sizeof(startup_reason),
 		 "%s is too long a path; CUDA calls pass straight through", name);
@@ -275,29 +309,56 @@ static bool env_path(const char *name, char *out, size_t size)
 
 static bool read_config(void)
 {
-	static const char *const modes[] = { "off", "auto", "observe", NULL };
+	static const char *const modes[] = { "off", "auto", "observe", "user", "demand", NULL };
 	static const char *const deliveries[] = { "write", "callback", NULL };
 	static const char *const booleans[] = { "0", "1", NULL };
-	int mode, delivery, managed, access_set;
+	static const char *const fault_sources[] = { "auto", "uvm-tools", "cupti", NULL };
+	int mode, delivery, managed, access_set, faults;
 
 	/* First, so that the statistics can report any other bad setting. */
-	if (!env_path("DEEPUM_STATS", deepum.stats_path, sizeof(deepum.stats_path)))
+	if (!env_path("DEEPUM_STATS", deepum.stats_path, sizeof(deepum.stats_path), ""))
 		return false;
 	mode = env_choice("DEEPUM_MODE", modes, MODE_AUTO);
 	delivery = env_choice("DEEPUM_DELIVERY", deliveries, DELIVERY_WRITE);
 	managed = env_choice("DEEPUM_MANAGED", booleans, 0);
 	access_set = env_choice("DEEPUM_TRACE_ACCESS_SET", booleans, 1);
-	if (mode < 0 || delivery < 0 || managed < 0 || access_set < 0)
+	faults = env_choice("DEEPUM_FAULTS", fault_sources, FAULTS_AUTO);
+	if (mode < 0 || delivery < 0 || managed < 0 || access_set < 0 || faults < 0)
 		return false;
 	deepum.mode = mode;
 	deepum.delivery = delivery;
 	deepum.managed = managed;
 	deepum.trace_access_set = access_set;
+	deepum.faults = faults;
 	deepum.exec_max = DEEPUM_CFG_EXEC_MAX_DEFAULT;
+	deepum.write_every = 8;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
+	       env_number("DEEPUM_WRITE_EVERY", 1, DEEPUM_RING_DEPTH / 2, &deepum.write_every) &&
 	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
-	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path)) &&
-	       env_path("DEEPUM_CUPTI", deepum.cupti_path, sizeof(deepum.cupti_path));
+	       env_number("DEEPUM_WATERMARK", 0, DEEPUM_CFG_WATERMARK_BLOCKS_MAX, &deepum.watermark_blocks) &&
+	       env_number("DEEPUM_LOOKAHEAD_BLOCKS", 0, DEEPUM_CFG_LOOKAHEAD_BLOCKS_MAX, &deepum.lookahead_blocks) &&
+	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
+	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&
+	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path), "") &&
+	       env_path("DEEPUM_CUPTI", deepum.cupti_path, sizeof(deepum.cupti_path), "") &&
+	       env_path("DEEPUM_ENGINE_LOG", deepum.engine_log_path, sizeof(deepum.engine_log_path), "") &&
+	       env_path("DEEPUM_UVM_TOOLS", deepum.uvm_tools_path, sizeof(deepum.uvm_tools_path),
+			"/dev/nvidia-uvm-tools") &&
+	       env_path("DEEPUM_UVM_DEVICE", deepum.uvm_device_path, sizeof(deepum.uvm_device_path),
+			"/dev/nvidia-uvm");
+}
+
+/* With no module: the engine if there is managed memory to prefetch. */
+static bool choose_without_module(const char *attach_failure)
+{
+	if (deepum.managed) {
+		deepum.mode = MODE_USER;
+		return true;
+	}
+	snprintf(startup_reason, sizeof(startup_reason),
+		 "%s; with no kernel module, and managed memory off for the user-mode engine "
+		 "(DEEPUM_MANAGED=0), CUDA calls pass straight through", attach_failure);
+	return false;
 }
 
 static void deepum_init(void)
@@ -319,13 +380,19 @@ static void deepum_init(void)
 		deepum_disable(startup_reason);
 		return;
 	}
+	if (engine_wanted() && (deepum.capacity >> DEEPUM_DEFAULT_BLOCK_SHIFT) > DEEPUM_CFG_CAPACITY_BLOCKS_MAX) {
+		deepum_disable("DEEPUM_CAPACITY is beyond what the core can model; CUDA calls pass straight through");
+		return;
+	}
 	if (!launch_tables_init(deepum.exec_max) || !delivery_tables_init()) {
 		deepum_disable("cannot allocate its tables; CUDA calls pass straight through");
 		return;
 	}
-	if (!delivery_attach(device && *device ? device : "/dev/deepum", &attach_failure) &&
-	    deepum.mode == MODE_AUTO) {
-		deepum_disable(attach_failure);
+	/* The engine stands in for the module: it is not attached then. */
+	if (!engine_wanted() &&
+	    !delivery_attach(device && *device ? device : "/dev/deepum", &attach_failure) &&
+	    deepum.mode == MODE_AUTO && !choose_without_module(attach_failure)) {
+		deepum_disable(startup_reason);
 		return;
 	}
 	atomic_store_explicit(&deepum.active, true, memory_order_release);

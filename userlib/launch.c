@@ -355,6 +355,7 @@ static void launch_before(struct launch *l)
 			COUNT(launches_unidentified, 1);
 	}
 	delivery_enqueue(l);
+	engine_lockstep();
 }
 
 CUresult on_launch_kernel(enum deepum_entry which, cuLaunchKernel_fn real,

@@ -38,7 +38,8 @@ static struct snapshot snapshot_now(void)
  * Called by the program (pydeepum.torch.mark_iteration(), or ctypes through
  * the global scope) as each training iteration begins.  Launches before the
  * first mark are "setup"; each mark opens an iteration that lasts until the
- * next.  The tracer starts, marks and stops here too.
+ * next.  The tracer starts, marks and stops here too, and the engine counts
+ * its iterations from here (once the GPU gets to the mark).
  */
 DEEPUM_EXPORT void deepum_mark_iteration(void)
 {
@@ -50,6 +51,7 @@ DEEPUM_EXPORT void deepum_mark_iteration(void)
 	if (i < ITERATIONS_MAX)
 		marks[i] = snapshot_now();
 	tracer_mark();
+	engine_mark_iteration();
 }
 
 static void write_interval(FILE *f, struct snapshot from, struct snapshot to)
@@ -60,7 +62,7 @@ static void write_interval(FILE *f, struct snapshot from, struct snapshot to)
 		(unsigned long long)(to.exec_new - from.exec_new));
 }
 
-static const char *const mode_names[] = { "off", "auto", "observe" };
+static const char *const mode_names[] = { "off", "auto", "observe", "user", "demand" };
 static const char *const delivery_names[] = { "write", "callback" };
 
 static void write_json(FILE *f)
@@ -99,7 +101,9 @@ static void write_json(FILE *f)
 		fputs(i ? ",\n    " : "\n    ", f);
 		write_interval(f, marks[i], i + 1 < n ? marks[i + 1] : end);
 	}
-	fputs("\n  ]\n}\n", f);
+	fputs("\n  ]", f);
+	engine_write_stats(f);
+	fputs("\n}\n", f);
 }
 
 __attribute__((destructor)) static void stats_write_at_exit(void)
@@ -107,7 +111,10 @@ __attribute__((destructor)) static void stats_write_at_exit(void)
 	char tmp[sizeof(deepum.stats_path) + 8];
 	FILE *f;
 
-	if (deepum.init_pid != getpid() || !deepum.stats_path[0])
+	if (deepum.init_pid != getpid())
+		return;
+	engine_stop();
+	if (!deepum.stats_path[0])
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", deepum.stats_path);
 	f = fopen(tmp, "w");

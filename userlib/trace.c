@@ -41,7 +41,6 @@
  * line and stops recording; the program itself is never affected.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,12 +64,6 @@ static const CUpti_ActivityUnifiedMemoryCounterKind um_kinds[] = {
 	CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
 	CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
 };
-
-static struct {
-#define CUPTI_FIELD(name, params) CUptiResult (*name) params;
-	DEEPUM_CUPTI_FUNCTIONS(CUPTI_FIELD)
-#undef CUPTI_FIELD
-} cupti;
 
 /* Marks are serialised by mark_lock (taken first when both are), file
  * writes by file_lock, which is never held across a CUDA or CUPTI call:
@@ -194,43 +187,16 @@ static void buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer
 		trace_fail("CUPTI dropped %zu activity records", dropped);
 }
 
-/* The CUPTI the program already loaded (PyTorch links it), which must be
- * the one: two copies cannot share the driver.  Else DEEPUM_CUPTI, else the
- * library path's. */
-static bool cupti_load(void)
-{
-	static const char *const sonames[] = { "libcupti.so", "libcupti.so.13", "libcupti.so.12", NULL };
-	void *lib = NULL;
-
-	for (int i = 0; !lib && sonames[i]; i++)
-		lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-	if (!lib && deepum.cupti_path[0])
-		lib = dlopen(deepum.cupti_path, RTLD_NOW | RTLD_LOCAL);
-	for (int i = 0; !lib && !deepum.cupti_path[0] && sonames[i]; i++)
-		lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		trace_fail("cannot load CUPTI (%s); name it with DEEPUM_CUPTI "
-			   "(deepumctl trace record --cupti)", dlerror());
-		return false;
-	}
-#define CUPTI_RESOLVE(name, params)                                        \
-	cupti.name = (__typeof__(cupti.name))dlsym(lib, #name);             \
-	if (!cupti.name) {                                                  \
-		trace_fail("the CUPTI loaded lacks " #name);                \
-		return false;                                               \
-	}
-	DEEPUM_CUPTI_FUNCTIONS(CUPTI_RESOLVE)
-#undef CUPTI_RESOLVE
-	return true;
-}
-
 static bool recording_start(void)
 {
 	CUpti_ActivityUnifiedMemoryCounterConfig um[sizeof(um_kinds) / sizeof(um_kinds[0])];
+	char why[256];
 	CUdevice device;
 
-	if (!cupti_load())
+	if (!cupti_load(why, sizeof(why))) {
+		trace_fail("%s (deepumctl trace record --cupti)", why);
 		return false;
+	}
 	if (REAL(cuCtxGetDevice)(&device) != CUDA_SUCCESS) {
 		trace_fail("no current CUDA context at the first iteration mark");
 		return false;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "sim.h"
+#include "../../kmod/core/plan.h"
 #include "../../kmod/core/residency.h"
 
 #define NS_PER_SEC 1000000000ULL
@@ -24,6 +25,7 @@ struct dum_sim {
 	struct sim_block *blocks;	/* by residency slot */
 	struct deepum_core *core;	/* DEEPUM */
 	struct deepum_cmd *cmds;
+	struct deepum_cmd *scratch;	/* deepum_plan_order()'s */
 	__u32 max_cmds;
 
 	/* ORACLE: resident blocks by next use, a lazy max-heap of (next_use, slot). */
@@ -92,7 +94,8 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 			goto out_fail;
 		s->max_cmds = deepum_core_max_cmds(s->core);
 		s->cmds = calloc(s->max_cmds, sizeof(*s->cmds));
-		if (!s->cmds)
+		s->scratch = calloc(s->max_cmds, sizeof(*s->scratch));
+		if (!s->cmds || !s->scratch)
 			goto out_fail;
 	}
 	*ret = s;
@@ -110,6 +113,7 @@ void dum_sim_destroy(struct dum_sim *s)
 	deepum_core_destroy(s->core);
 	dum_residency_destroy(&s->res);
 	free(s->cmds);
+	free(s->scratch);
 	free(s->blocks);
 	free(s->heap);
 	free(s->iv);
@@ -252,34 +256,23 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
 	}
 }
 
-static int by_address(const void *a, const void *b)
-{
-	const struct deepum_cmd *x = a, *y = b;
-
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 /*
- * Evictions and discards first (they make the room), then the prefetches,
- * kernel by kernel in the order they are expected, each kernel's sorted by
- * address and coalesced into contiguous ranges, as a backend does: the driver
- * charges per range, so long ranges are what makes prefetching reach the
- * link's bandwidth, and sorting across kernels would delay the next one's.
+ * As a backend applies them (kmod/core/plan.h): evictions and discards first
+ * (they make the room), then the prefetches kernel by kernel in the order the
+ * kernels are expected, each kernel's sorted by address and coalesced into
+ * contiguous ranges: the driver charges per range, so long ranges are what
+ * makes prefetching reach the link's bandwidth, and sorting across kernels
+ * would delay the next one's.
  */
 static void apply_commands(struct dum_sim *s, __u32 n)
 {
 	__u64 evicted_by = 0;
-	__u32 i, npf = 0, run, group;
+	__u32 i, first = deepum_plan_order(s->cmds, n, s->scratch), run;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < first; i++) {
 		const struct deepum_cmd *cmd = &s->cmds[i];
-		__u32 slot;
+		__u32 slot = dum_residency_find(&s->res, cmd->addr >> s->shift);
 
-		if (cmd->op == DEEPUM_CMD_PREFETCH) {
-			s->cmds[npf++] = *cmd;
-			continue;
-		}
-		slot = dum_residency_find(&s->res, cmd->addr >> s->shift);
 		if (slot != DUM_NIL)
 			s->blocks[slot].pending = 0;
 		if (cmd->flags & DEEPUM_CMD_F_DEMAND) {
@@ -296,16 +289,8 @@ static void apply_commands(struct dum_sim *s, __u32 n)
 			}
 		}
 	}
-	/* Per predicted kernel, in the order the kernels are expected. */
-	for (i = 0; i < npf; i = group) {
-		for (group = i + 1; group < npf && s->cmds[group].exec_id == s->cmds[i].exec_id; group++)
-			;
-		qsort(&s->cmds[i], group - i, sizeof(*s->cmds), by_address);
-	}
-	for (i = 0; i < npf; i += run) {
-		for (run = 1; i + run < npf && s->cmds[i + run].exec_id == s->cmds[i].exec_id &&
-		     s->cmds[i + run].addr == s->cmds[i].addr + ((__u64)run << s->shift); run++)
-			;
+	for (i = first; i < n; i += run) {
+		run = deepum_plan_run(&s->cmds[i], n - i, s->shift);
 		prefetch_range(s, &s->cmds[i], run, evicted_by);
 	}
 }

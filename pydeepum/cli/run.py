@@ -9,6 +9,7 @@ import click
 
 from ..errors import DeepumError, DeepumInputError
 from ..run import DELIVERIES, MODES, CommandNotRunnable, RunOptions, RunResult, run
+from ..config import parse_size
 from ._common import fail_on_input_errors, gib
 
 
@@ -36,10 +37,27 @@ def summary_lines(result: RunResult) -> list[str]:
                  f" {t.get('delivery_skipped_streams', 0):,} beyond the stream slots)")
     lines.append(f"  managed allocations {t.get('allocs_redirected', 0):,} ({gib(t.get('bytes_redirected', 0))}),"
                  f" fell back to device memory {t.get('allocs_fallback', 0):,}, frees reported {t.get('frees_reported', 0):,}")
+    for engine in result.engines():
+        lines.extend(engine_lines(engine))
     for proc in result.processes:
         if proc.get("disabled_reason"):
             lines.append(f"  pid {proc['pid']}: deepum was off: {proc['disabled_reason']}")
     return lines
+
+
+def engine_lines(engine: dict) -> list[str]:
+    """The user-mode engine's summary (userlib/engine.c's statistics)."""
+    c = engine["counters"]
+    budget = gib(engine["capacity_bytes"]) if engine["capacity_bytes"] else "none"
+    return [f"  engine: fault source {engine['fault_source']}, budget {budget}, "
+            f"batch API {'yes' if engine['batch_api'] else 'no (per-range calls)'}",
+            f"    prefetched {c['prefetch_blocks']:,} blocks in {c['prefetch_ranges']:,} ranges, "
+            f"{c['prefetch_calls'] + c['fallback_calls']:,} calls; evicted {c['evict_blocks']:,} "
+            f"(+{c['demand_evictions']:,} on demand, {c['discard_blocks']:,} dead)",
+            f"    faults {c['fault_events']:,} events, {c['faults_fed'] + c['transfer_faults_fed']:,} learned; "
+            f"launches {c['launches_fed']:,} ({c['launches_lost']:,} lost); "
+            f"GPU seen over budget in {c['budget_violation_rounds']:,} rounds; "
+            f"engine CPU {engine['cpu_ns'] / 1e9:.2f} s"]
 
 
 @click.command("run", context_settings={"allow_interspersed_args": False})
@@ -50,18 +68,23 @@ def summary_lines(result: RunResult) -> list[str]:
                    "or a host callback (DeepUM's original, ~70x slower per launch).")
 @click.option("--no-managed", is_flag=True, help="Leave device allocations as they are (no managed memory).")
 @click.option("--mode", type=click.Choice(MODES), default=None,
-              help="auto: use the kernel module if loaded (default); observe: intercept and "
-                   "identify without prefetching; off: pass everything through.")
+              help="auto: the kernel module if loaded, else the user-mode engine (default); "
+                   "observe: intercept and identify without prefetching; user: the user-mode engine; "
+                   "demand: its budget with reactive eviction only; off: pass everything through.")
+@click.option("--capacity", type=str, default=None,
+              help="The user-mode engine's GPU memory budget for managed memory, e.g. 4G "
+                   "(emulates a smaller GPU; default: none).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @fail_on_input_errors
-def run_cmd(stats_path, delivery, no_managed, mode, command):
+def run_cmd(stats_path, delivery, no_managed, mode, capacity, command):
     """Run COMMAND under libdeepum; exit with COMMAND's status.
 
     Use -- before COMMAND if it has options of its own:
     deepumctl run --stats s.json -- python train.py --epochs 1
     """
     try:
-        result = run(command, RunOptions(delivery=delivery, managed=not no_managed, mode=mode))
+        result = run(command, RunOptions(delivery=delivery, managed=not no_managed, mode=mode,
+                                         capacity=parse_size(capacity) if capacity else None))
     except CommandNotRunnable as e:
         click.echo(f"deepumctl run: {e}", err=True)
         sys.exit(e.returncode)

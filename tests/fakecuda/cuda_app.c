@@ -537,11 +537,62 @@ static void scenario_train(int iterations, int fork_child)
 	check(api.mem_free(d), "cuMemFree");
 }
 
+/*
+ * A training loop for the user-mode engine: @layers layers, each with 4 MiB
+ * of weights and 4 MiB of input activations (2 blocks each, allocated one
+ * after another, layer by layer, then the output), a forward and a backward
+ * pass on
+ * stream s, @iterations marked iterations, then every allocation freed.
+ * Each kernel touches three whole allocations (6 blocks).  With
+ * @report_frees, each iteration also uses a scratch buffer and reports it
+ * dead on s (deepum_report_free), as pydeepum.torch does for a tensor its
+ * allocator freed.
+ */
+static void scenario_layers(int iterations, int layers, int report_frees)
+{
+	int (*report_free)(unsigned long long, unsigned long long, void *) =
+		(int (*)(unsigned long long, unsigned long long, void *))dlsym(RTLD_DEFAULT, "deepum_report_free");
+	CUdeviceptr w[64], a[65], scratch;
+	CUstream s;
+
+	if (layers > 64)
+		layers = 64;
+	check(api.stream_create(&s, 0), "cuStreamCreate");
+	for (int l = 0; l < layers; l++) {
+		w[l] = alloc(4 << 20);
+		a[l] = alloc(4 << 20);
+	}
+	a[layers] = alloc(4 << 20);
+	scratch = alloc(4 << 20);
+	for (int i = 0; i < iterations; i++) {
+		mark_iteration();
+		for (int l = 0; l < layers; l++)
+			vec_add("layer_fwd", (struct vec_args){ w[l], a[l], a[l + 1], l }, 8, 256, 0, s);
+		if (report_frees) {
+			scale(scratch, 1.0f, 64, s);
+			if (!report_free || report_free(scratch, 4 << 20, s) != 0) {
+				fprintf(stderr, "cuda_app: deepum_report_free is missing or refused\n");
+				exit(1);
+			}
+		}
+		for (int l = layers; l-- > 0;)
+			vec_add("layer_bwd", (struct vec_args){ w[l], a[l + 1], a[l], l }, 8, 256, 0, s);
+	}
+	mark_iteration();
+	for (int l = 0; l < layers; l++) {
+		check(api.mem_free(w[l]), "cuMemFree");
+		check(api.mem_free(a[l]), "cuMemFree");
+	}
+	check(api.mem_free(a[layers]), "cuMemFree");
+	check(api.mem_free(scratch), "cuMemFree");
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
 			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
-			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n");
+			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n"
+			"  | layers N L | layers-frees N L\n");
 	return 2;
 }
 
@@ -598,6 +649,10 @@ int main(int argc, char **argv)
 		scenario_train(n, 0);
 	else if (strcmp(scenario, "train-fork") == 0)
 		scenario_train(n, 1);
+	else if (strcmp(scenario, "layers") == 0)
+		scenario_layers(n, m, 0);
+	else if (strcmp(scenario, "layers-frees") == 0)
+		scenario_layers(n, m, 1);
 	else
 		return usage();
 	printf("ok %s\n", scenario);

@@ -26,12 +26,20 @@
  * A pretend GPU runs each launch at once: every 8-aligned argument word
  * that points into a managed allocation touches the 2 MiB blocks from there
  * to the allocation's end; blocks not resident fault in (a GPU page-fault
- * record for the first, a host-to-device transfer for each), and
- * cuMemPrefetchAsync to the host sends them back.  A fake CUPTI
- * (fakecupti.c) hears of calls, kernels and transfers through
+ * record for the first, a host-to-device transfer for each).  Prefetches
+ * (cuMemPrefetchAsync, cuMemPrefetchBatchAsync) move blocks either way, a
+ * discard (cuMemDiscardBatchAsync) drops them; each range must lie in one
+ * live managed allocation, as the driver requires ("-> invalid" in the log
+ * otherwise).  The GPU counts its resident managed blocks and logs every
+ * new peak ("fakegpu peak_resident_blocks=N"), so tests can check a budget.
+ * Observers (the fake CUPTI, fakecupti.c, and the fake UVM tools queue,
+ * fakedev.c) hear of calls, kernels and transfers through
  * fakecuda_observe() (fakegpu.h); times come from fakecuda_clock().
  *
  * Knobs: FAKECUDA_FAIL=name[=code],...   make those entry points fail
+ *        FAKECUDA_MEM_FREE=bytes         what cuMemGetInfo says is free (64 GiB)
+ *        FAKECUDA_UVM_DEVICE=path        opened by cuInit, as the driver opens
+ *                                        /dev/nvidia-uvm (for fakedev.c)
  * Device memory is fake (addresses from a counter, never dereferenced); host
  * allocations are real, and cuStreamWriteValue64 stores into them.
  */
@@ -129,6 +137,9 @@ static const struct {
 	{ "adam", 5, { 8, 8, 4, 4, 8 } },
 	/* struct { int n; float *src; u64 seed; float *dst; } by value, then int flags */
 	{ "gather", 2, { 32, 4 } },
+	/* float *weights, float *in, float *out, int layer: cuda_app's "layers" */
+	{ "layer_fwd", 4, { 8, 8, 8, 4 } },
+	{ "layer_bwd", 4, { 8, 8, 8, 4 } },
 };
 
 static struct CUfunc_st funcs[FUNCS_MAX];
@@ -231,8 +242,10 @@ EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t *offset, s
 
 /* ---- the GPU's clock and its observer --------------------------------- */
 
+enum { OBSERVERS_MAX = 4 };
+
 static _Atomic uint64_t gpu_clock = 1000000;
-static const struct fakegpu_observer *_Atomic observer;
+static const struct fakegpu_observer *_Atomic observers[OBSERVERS_MAX];
 static _Atomic uint32_t last_correlation;
 
 EXPORT uint64_t fakecuda_clock(void)
@@ -242,27 +255,36 @@ EXPORT uint64_t fakecuda_clock(void)
 
 EXPORT void fakecuda_observe(const struct fakegpu_observer *o)
 {
-	atomic_store(&observer, o);
+	for (int i = 0; i < OBSERVERS_MAX; i++) {
+		const struct fakegpu_observer *none = NULL;
+
+		if (atomic_load(&observers[i]) == o || atomic_compare_exchange_strong(&observers[i], &none, o))
+			return;
+	}
 }
+
+#define EACH_OBSERVER(o)                                                                  \
+	for (int each_ = 0; each_ < OBSERVERS_MAX; each_++)                              \
+		for (const struct fakegpu_observer *o = atomic_load(&observers[each_]); o; o = NULL)
 
 /* A driver API call that may launch work: its correlation ID, announced. */
 static uint32_t driver_call(void)
 {
-	const struct fakegpu_observer *o = atomic_load(&observer);
 	uint32_t correlation = atomic_fetch_add(&last_correlation, 1) + 1;
 
-	if (o)
-		o->driver_call(correlation);
+	EACH_OBSERVER(o)
+		if (o->driver_call)
+			o->driver_call(correlation);
 	return correlation;
 }
 
 static void unified_memory(uint32_t kind, uint64_t value, uint64_t address, uint32_t flags)
 {
-	const struct fakegpu_observer *o = atomic_load(&observer);
-	uint64_t start = fakecuda_clock();
+	uint64_t start = fakecuda_clock(), end = fakecuda_clock();
 
-	if (o)
-		o->unified_memory(kind, value, start, fakecuda_clock(), address, flags);
+	EACH_OBSERVER(o)
+		if (o->unified_memory)
+			o->unified_memory(kind, value, start, end, address, flags);
 }
 
 /* ---- streams and capture ---------------------------------------------- */
@@ -532,6 +554,20 @@ static struct {
 } allocs[ALLOCS_MAX];
 static int allocs_used;		/* slots at or above are all free */
 static CUdeviceptr next_device_address = 0x7f0000000000ULL;
+static long resident_blocks, peak_resident_blocks;	/* managed, on the GPU */
+
+/* Block @k of managed allocation @i moves on or off the GPU (under lock). */
+static void set_resident(int i, size_t k, int on)
+{
+	if (allocs[i].resident[k] == on)
+		return;
+	allocs[i].resident[k] = (unsigned char)on;
+	resident_blocks += on ? 1 : -1;
+	if (resident_blocks > peak_resident_blocks) {
+		peak_resident_blocks = resident_blocks;
+		log_line("fakegpu peak_resident_blocks=%ld", peak_resident_blocks);
+	}
+}
 
 static CUresult track(CUdeviceptr base, size_t size, int host, int managed)
 {
@@ -553,6 +589,8 @@ static CUresult track(CUdeviceptr base, size_t size, int host, int managed)
 
 static void untrack(int i)
 {
+	for (size_t k = 0; allocs[i].resident && k * BLOCK < allocs[i].size; k++)
+		set_resident(i, k, 0);
 	free(allocs[i].resident);
 	allocs[i].resident = NULL;
 	allocs[i].base = 0;
@@ -706,37 +744,138 @@ static void touch(int i, CUdeviceptr addr)
 		if (allocs[i].resident[k])
 			continue;
 		if (!faulted++)
-			unified_memory(UM_GPU_PAGE_FAULT, 1, addr & ~4095ULL, ACCESS_READ);
+			unified_memory(UM_GPU_PAGE_FAULT, 1, (from > addr ? from : addr) & ~4095ULL, ACCESS_READ);
 		unified_memory(UM_HTOD, (b + BLOCK < end ? b + BLOCK : end) - from, from, CAUSE_COHERENCE);
-		allocs[i].resident[k] = 1;
+		set_resident(i, k, 1);
 	}
 }
 
-/* Every managed block resident in [addr, addr + size) back to the host. */
+/* The managed allocation [addr, addr + size) lies in, or -1 (under lock). */
+static int managed_holding(CUdeviceptr addr, size_t size)
+{
+	int i = find(addr);
+
+	return i >= 0 && allocs[i].resident && size && addr + size <= allocs[i].base + allocs[i].size ? i : -1;
+}
+
+enum move { TO_GPU, TO_HOST, DISCARD };
+
+/* Every block of [addr, addr + size) in allocation @i moves (under lock);
+ * prefetches report their transfers, as the driver does, cause "user". */
+static void move(int i, CUdeviceptr addr, size_t size, enum move how)
+{
+	for (size_t k = (addr - allocs[i].base) / BLOCK; k * BLOCK < addr + size - allocs[i].base; k++) {
+		CUdeviceptr b = allocs[i].base + k * BLOCK, end = allocs[i].base + allocs[i].size;
+		size_t bytes = (b + BLOCK < end ? b + BLOCK : end) - b;
+
+		if (allocs[i].resident[k] == (how == TO_GPU))
+			continue;
+		if (how != DISCARD)
+			unified_memory(how == TO_GPU ? UM_HTOD : UM_DTOH, bytes, b, CAUSE_USER);
+		set_resident(i, k, how == TO_GPU);
+	}
+}
+
+/* Every managed block resident in [addr, addr + size) back to the host
+ * (under lock): a prefetch to the CPU may span allocations. */
 static void evict(CUdeviceptr addr, size_t size)
 {
 	for (int i = 0; i < allocs_used; i++) {
-		if (!allocs[i].resident || allocs[i].base >= addr + size || allocs[i].base + allocs[i].size <= addr)
-			continue;
-		for (size_t k = 0; k * BLOCK < allocs[i].size; k++) {
-			CUdeviceptr b = allocs[i].base + k * BLOCK;
+		CUdeviceptr from = allocs[i].base > addr ? allocs[i].base : addr;
+		CUdeviceptr to = allocs[i].base + allocs[i].size < addr + size ? allocs[i].base + allocs[i].size : addr + size;
 
-			if (allocs[i].resident[k] && b + BLOCK > addr && b < addr + size) {
-				unified_memory(UM_DTOH, BLOCK, b, CAUSE_USER);
-				allocs[i].resident[k] = 0;
-			}
-		}
+		if (allocs[i].resident && from < to)
+			move(i, from, to - from, TO_HOST);
 	}
 }
 
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr addr, size_t size, CUdevice device, CUstream stream)
 {
+	int i = 0;
+
 	FAIL_IF_ASKED();
 	pthread_mutex_lock(&lock);
 	if (device == CU_DEVICE_CPU)
 		evict(addr, size);
+	else if ((i = managed_holding(addr, size)) >= 0)
+		move(i, addr, size, TO_GPU);
 	pthread_mutex_unlock(&lock);
-	log_line("cuMemPrefetchAsync addr=0x%llx size=%zu device=%d stream=%p", addr, size, device, (void *)stream);
+	log_line("cuMemPrefetchAsync addr=0x%llx size=%zu device=%d stream=%p%s", addr, size, device, (void *)stream,
+		 i < 0 ? " -> invalid" : "");
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* "0x..+N,0x..+N" */
+static void format_ranges(CUdeviceptr *ptrs, size_t *sizes, size_t count, char *out, size_t room)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < count && used + 48 < room; i++)
+		used += (size_t)snprintf(out + used, room - used, "%s0x%llx+%zu", i ? "," : "", ptrs[i], sizes[i]);
+}
+
+/* The checks the driver documents for the batch calls. */
+static int batch_valid(CUdeviceptr *ptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream stream)
+{
+	if (!ptrs || !sizes || !count || flags || !stream || stream == CU_STREAM_LEGACY)
+		return 0;
+	for (size_t i = 0; i < count; i++)
+		if (managed_holding(ptrs[i], sizes[i]) < 0)
+			return 0;
+	return 1;
+}
+
+EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locations,
+					size_t *location_starts, size_t nlocations, unsigned long long flags,
+					CUstream stream)
+{
+	char ranges[6144];
+	int ok;
+
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	ok = batch_valid(ptrs, sizes, count, flags, stream) && locations && location_starts && nlocations &&
+	     nlocations <= count && location_starts[0] == 0;
+	for (size_t l = 1; ok && l < nlocations; l++)
+		ok = location_starts[l] > location_starts[l - 1] && location_starts[l] < count;
+	for (size_t l = 0, i = 0; ok && i < count; i++) {
+		if (l + 1 < nlocations && i == location_starts[l + 1])
+			l++;
+		move(find(ptrs[i]), ptrs[i], sizes[i], locations[l].type == CU_MEM_LOCATION_TYPE_HOST ? TO_HOST : TO_GPU);
+	}
+	pthread_mutex_unlock(&lock);
+	format_ranges(ptrs, sizes, count, ranges, sizeof(ranges));
+	log_line("cuMemPrefetchBatchAsync stream=%p count=%zu location=%s ranges=%s%s", (void *)stream, count,
+		 ok && locations[0].type == CU_MEM_LOCATION_TYPE_HOST ? "host" : "device", ranges, ok ? "" : " -> invalid");
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemDiscardBatchAsync(CUdeviceptr *ptrs, size_t *sizes, size_t count, unsigned long long flags,
+				       CUstream stream)
+{
+	char ranges[6144];
+	int ok;
+
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	ok = batch_valid(ptrs, sizes, count, flags, stream);
+	for (size_t i = 0; ok && i < count; i++)
+		move(find(ptrs[i]), ptrs[i], sizes[i], DISCARD);
+	pthread_mutex_unlock(&lock);
+	format_ranges(ptrs, sizes, count, ranges, sizeof(ranges));
+	log_line("cuMemDiscardBatchAsync stream=%p count=%zu ranges=%s%s", (void *)stream, count, ranges,
+		 ok ? "" : " -> invalid");
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+	const char *free_env = getenv("FAKECUDA_MEM_FREE");
+
+	FAIL_IF_ASKED();
+	*total = 80ULL << 30;
+	*free_bytes = free_env ? strtoull(free_env, NULL, 0) : 64ULL << 30;
 	return CUDA_SUCCESS;
 }
 
@@ -790,7 +929,6 @@ static void format_args(const CUfunction f, void **params, void **extra, char *o
 static void run_kernel(CUfunction f, void **params, void **extra, const unsigned int *grid,
 		       const unsigned int *block, uintptr_t stream, uint32_t correlation)
 {
-	const struct fakegpu_observer *o = atomic_load(&observer);
 	const char *buffer = NULL;
 	uint64_t start = fakecuda_clock();
 
@@ -812,8 +950,11 @@ static void run_kernel(CUfunction f, void **params, void **extra, const unsigned
 		}
 	}
 	pthread_mutex_unlock(&lock);
-	if (o)
-		o->kernel(f->name, grid, block, (uint32_t)stream, correlation, start, fakecuda_clock());
+	uint64_t end = fakecuda_clock();
+
+	EACH_OBSERVER(o)
+		if (o->kernel)
+			o->kernel(f->name, grid, block, (uint32_t)stream, correlation, start, end);
 }
 
 static CUresult launch(const char *entry, CUfunction f, const unsigned int *grid, const unsigned int *block,
@@ -898,7 +1039,12 @@ EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data)
 
 EXPORT CUresult cuInit(unsigned int flags)
 {
+	const char *uvm = getenv("FAKECUDA_UVM_DEVICE");
+	static int uvm_fd = -1;
+
 	FAIL_IF_ASKED();
+	if (uvm && uvm_fd < 0)
+		uvm_fd = open(uvm, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	log_line("cuInit flags=%u", flags);
 	return CUDA_SUCCESS;
 }
@@ -938,6 +1084,28 @@ EXPORT CUresult cuCtxSynchronize(void)
 {
 	log_line("cuCtxSynchronize");
 	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+	log_line("cuStreamSynchronize stream=%p", (void *)stream);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	*least = 0;
+	*greatest = -5;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamCreateWithPriority(CUstream *stream, unsigned int flags, int priority)
+{
+	FAIL_IF_ASKED();
+	CUresult rc = cuStreamCreate(stream, flags);
+
+	log_line("cuStreamCreateWithPriority flags=%u priority=%d -> %p", flags, priority, (void *)*stream);
+	return rc;
 }
 
 EXPORT CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr, CUdevice dev)

@@ -14,7 +14,9 @@
  *   DRIVER                  one (empty) record per driver call
  *
  * Buffers go back when full or at cuptiActivityFlushAll, from the thread
- * that filled or flushed them.  Timestamps are the fake GPU's clock.
+ * that filled or flushed them.  Timestamps are the fake GPU's clock, or, for
+ * UM records, the client's clock once it registers one
+ * (cuptiActivityRegisterTimestampCallback), as CUPTI does.
  *
  * Knob: FAKECUPTI_DROP=N  report N dropped records at the next buffer.
  */
@@ -44,6 +46,7 @@ static int um_configured[16];
 static uint8_t *buffer;
 static size_t buffer_size, buffer_used;
 static int drops_reported;
+static CUpti_TimestampCallbackFunc client_clock;
 
 static _Thread_local uint64_t external_ids[STACK_MAX];
 static _Thread_local int external_depth;
@@ -127,8 +130,8 @@ static void on_unified_memory(uint32_t kind, uint64_t value, uint64_t start, uin
 		.kind = CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER,
 		.counterKind = kind,
 		.value = value,
-		.start = start,
-		.end = end,
+		.start = client_clock ? client_clock() : start,
+		.end = client_clock ? client_clock() : end,
 		.address = address,
 		.flags = flags,
 	};
@@ -240,6 +243,21 @@ EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelati
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp)
 {
 	*timestamp = fakecuda_clock();
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc timestamp)
+{
+	if (!timestamp)
+		return (CUptiResult)CUPTI_ERROR_INVALID_PARAMETER;
+	client_clock = timestamp;
+	return CUPTI_SUCCESS;
+}
+
+/* Buffers come back when full or flushed here anyway. */
+EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t milliseconds)
+{
+	(void)milliseconds;
 	return CUPTI_SUCCESS;
 }
 

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * A test double of /dev/deepum's ioctls, for libdeepum's side of the
- * contract.  Preloaded ahead of libdeepum, it answers every ioctl of the
- * deepum magic (on whatever file libdeepum opened as DEEPUM_DEVICE) the way
- * the module documents, and logs each to FAKECUDA_LOG next to the fake
- * driver's lines, so tests see both in one order.  Other ioctls go to libc.
+ * Test doubles of two devices' ioctls, for libdeepum's side of each
+ * contract.  Preloaded ahead of libdeepum:
+ *
+ *   /dev/deepum          every ioctl of the deepum magic (on whatever file
+ *                        libdeepum opened as DEEPUM_DEVICE), answered the way
+ *                        the module documents;
+ *   /dev/nvidia-uvm-tools the UVM tools event queue (uvm_tools_abi.h), on the
+ *                        file FAKEUVM_TOOLS names, attached to the file the
+ *                        fake driver opened as FAKECUDA_UVM_DEVICE: GPU fault
+ *                        and migration events of the fake driver's pretend
+ *                        GPU are queued as nvidia-uvm queues them.
+ *
+ * Each is logged to FAKECUDA_LOG next to the fake driver's lines, so tests
+ * see all in one order.  Other ioctls go to libc.
  *
  * FAKEDEV_FAIL=API|ATTACH|SET_EXEC_ID|INVALIDATE makes that command fail
  * with EIO.
@@ -19,7 +28,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
 #include "../../kmod/include/uapi/deepum.h"
+#include "../../userlib/uvm_tools_abi.h"
+#include "fakegpu.h"
 
 static void log_line(const char *fmt, ...)
 {
@@ -52,15 +68,149 @@ static int refuse_if_asked(const char *command)
 	return 0;
 }
 
+/* ---- the UVM tools event queue ----------------------------------------- */
+
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1b };
+
+static struct {
+	pthread_mutex_t lock;
+	uint8_t *entries;
+	uint32_t size;
+	struct uvm_control *control;
+	_Atomic uint64_t enabled;	/* 1 << event type */
+} queue = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Whether @fd is open on the file the environment variable @name names. */
+static int fd_is(int fd, const char *name)
+{
+	const char *path = getenv(name);
+	char link[64], target[4096];
+	ssize_t n;
+
+	if (!path)
+		return 0;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 0)
+		return 0;
+	target[n] = '\0';
+	return strcmp(target, path) == 0;
+}
+
+/* As the driver's enqueue_event(): a full queue drops and counts. */
+static void enqueue(const void *entry, uint8_t type)
+{
+	uint32_t mask, get, put;
+
+	pthread_mutex_lock(&queue.lock);
+	mask = queue.size - 1;
+	get = atomic_load(&queue.control->get_behind) & mask;
+	put = atomic_load(&queue.control->put_behind) & mask;
+	if (((queue.size + get - put) & mask) == 1) {
+		queue.control->dropped[type]++;
+	} else {
+		memcpy(queue.entries + (size_t)put * UVM_EVENT_ENTRY_BYTES, entry, UVM_EVENT_ENTRY_BYTES);
+		put = (put + 1) & mask;
+		atomic_store(&queue.control->put_ahead, put);
+		atomic_store(&queue.control->put_behind, put);
+	}
+	pthread_mutex_unlock(&queue.lock);
+}
+
+static uint64_t cpu_clock_raw(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void on_unified_memory(uint32_t kind, uint64_t value, uint64_t start, uint64_t end, uint64_t address,
+			      uint32_t flags)
+{
+	uint64_t enabled = atomic_load(&queue.enabled);
+	uint8_t entry[UVM_EVENT_ENTRY_BYTES] = { 0 };
+
+	if (kind == UM_GPU_PAGE_FAULT && enabled & 1ULL << UVM_EVENT_TYPE_GPU_FAULT) {
+		struct uvm_gpu_fault f = { .event_type = UVM_EVENT_TYPE_GPU_FAULT, .address = address,
+					   .cpu_ns = cpu_clock_raw(), .gpu_ns = start, .access_type = (uint8_t)flags };
+
+		memcpy(entry, &f, sizeof(f));
+		enqueue(entry, UVM_EVENT_TYPE_GPU_FAULT);
+	} else if ((kind == UM_HTOD || kind == UM_DTOH) && enabled & 1ULL << UVM_EVENT_TYPE_MIGRATION) {
+		struct uvm_migration m = {
+			.event_type = UVM_EVENT_TYPE_MIGRATION, .cause = (uint8_t)flags,
+			.src_index = kind == UM_DTOH, .dst_index = kind == UM_HTOD,
+			.address = address, .bytes = value, .begin_cpu_ns = cpu_clock_raw(),
+			.begin_gpu_ns = start, .end_gpu_ns = end,
+		};
+
+		memcpy(entry, &m, sizeof(m));
+		enqueue(entry, UVM_EVENT_TYPE_MIGRATION);
+	}
+}
+
+static const struct fakegpu_observer uvm_observer = { .unified_memory = on_unified_memory };
+
+/* An ioctl on the fake UVM files: 1 (and *@ret) if handled. */
+static int uvm_ioctl(int fd, unsigned long request, void *arg, int *ret)
+{
+	*ret = 0;
+	if (request == UVM_TOOLS_FLUSH_EVENTS && fd_is(fd, "FAKECUDA_UVM_DEVICE")) {
+		((struct uvm_flush_events *)arg)->rm_status = 0;
+		return 1;
+	}
+	if (!fd_is(fd, "FAKEUVM_TOOLS"))
+		return 0;
+	if (request == UVM_TOOLS_INIT_EVENT_TRACKER_V2) {
+		struct uvm_init_event_tracker *init = arg;
+		void *libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		void (*observe)(const struct fakegpu_observer *) = libcuda ? dlsym(libcuda, "fakecuda_observe") : NULL;
+
+		init->rm_status = 0;
+		/* Only the VA-space file of the caller takes a tracker. */
+		if (!fd_is((int)init->uvm_fd, "FAKECUDA_UVM_DEVICE") || !observe)
+			init->rm_status = NV_ERR_INSUFFICIENT_PERMISSIONS;
+		else if (!init->queue_entries || init->queue_entries & (init->queue_entries - 1))
+			init->rm_status = 0x1f;	/* NV_ERR_INVALID_ARGUMENT */
+		if (init->rm_status) {
+			log_line("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 uvm_fd=%u -> status %u", init->uvm_fd, init->rm_status);
+			return 1;
+		}
+		pthread_mutex_lock(&queue.lock);
+		queue.entries = (uint8_t *)(uintptr_t)init->queue_buffer;
+		queue.size = (uint32_t)init->queue_entries;
+		queue.control = (struct uvm_control *)(uintptr_t)init->control_buffer;
+		pthread_mutex_unlock(&queue.lock);
+		observe(&uvm_observer);
+		log_line("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=%llu", (unsigned long long)init->queue_entries);
+		return 1;
+	}
+	if (request == UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS) {
+		struct uvm_enable_events *enable = arg;
+
+		atomic_fetch_or(&queue.enabled, enable->event_types);
+		enable->rm_status = 0;
+		log_line("ioctl UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS types=0x%llx", (unsigned long long)enable->event_types);
+		return 1;
+	}
+	*ret = -1;
+	errno = EINVAL;
+	return 1;
+}
+
 __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, ...)
 {
 	static int (*libc_ioctl)(int, unsigned long, ...);
 	va_list ap;
 	void *arg;
+	int ret;
 
 	va_start(ap, request);
 	arg = va_arg(ap, void *);
 	va_end(ap);
+	if (request < 256 && uvm_ioctl(fd, request, arg, &ret))
+		return ret;
 	if (_IOC_TYPE(request) != DEEPUM_IOC_MAGIC) {
 		if (!libc_ioctl)
 			libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");

@@ -20,7 +20,8 @@ struct fakegpu_observer {
 			       uint32_t flags);
 };
 
-/* Exported by the fake libcuda.so.1. */
+/* Exported by the fake libcuda.so.1: add an observer (a few may watch;
+ * callbacks an observer does not need may be NULL). */
 void fakecuda_observe(const struct fakegpu_observer *observer);
 /* The GPU's clock in ns; every reading is later than the one before. */
 uint64_t fakecuda_clock(void);

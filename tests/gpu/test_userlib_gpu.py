@@ -4,9 +4,9 @@ delivery path, real PyTorch training under `deepumctl run`, and the tracer.
     make all && make -C userlib
     .venv/bin/python -m pytest -m gpu tests/gpu -v
 
-There is no kernel module or user-mode engine on that machine yet, so the
-library runs in observe mode: it intercepts, identifies and delivers, with
-managed memory, but nothing prefetches.
+These runs use observe mode (intercept, identify and deliver, with managed
+memory, nothing prefetching): the machine cannot load the kernel module,
+and the user-mode engine has tests of its own (test_engine_gpu.py).
 """
 
 from __future__ import annotations

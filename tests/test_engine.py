@@ -1,0 +1,358 @@
+"""libdeepum's user-mode engine (userlib/engine.c) against the test doubles
+of tests/fakecuda: a pretend GPU that counts its resident managed blocks,
+the batch prefetch and discard entry points, and two fault sources (the
+fake CUPTI and the fake UVM tools queue of fakedev.c).
+
+Most runs use the fault-injection build's lockstep mode
+(DEEPUM_TEST_LOCKSTEP=1): each launch waits until the engine has run a
+whole round, which makes the order of launches, faults and commands the
+same every time.  The workload is cuda_app's "layers" loop: 8 layers of
+4 MiB weights and 4 MiB activations (34 blocks of 2 MiB), a forward and a
+backward pass, each kernel touching three whole allocations (6 blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from userlib_harness import LIB_FAULTS, MIB, FAKE, FAKE_CUPTI, Run, build, run_app
+
+BLOCK = 2 * MIB
+LAYERS = 8
+ITERATIONS = 6
+FOOTPRINT_BLOCKS = 2 * LAYERS + 2 * (LAYERS + 1)  # weights and activations
+BUDGET_BLOCKS = 24
+# One kernel's blocks: pre-eviction keeps that much free, so that the faults the
+# engine has not answered yet still fit (userlib/README.md, "The budget").
+KERNEL_BLOCKS = 6
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built() -> None:
+    build()
+
+
+def engine(tmp_path: Path, *scenario: str, source: str = "cupti", lockstep: bool = True,
+           env: dict[str, str] | None = None) -> tuple[Run, list[str]]:
+    """cuda_app SCENARIO under the engine; the run and the engine's log."""
+    log = tmp_path / f"engine{len(list(tmp_path.glob('engine*')))}.log"
+    settings = {"DEEPUM_MODE": "user", "DEEPUM_MANAGED": "1", "DEEPUM_CAPACITY": str(BUDGET_BLOCKS * BLOCK),
+                "DEEPUM_WATERMARK": str(KERNEL_BLOCKS), "DEEPUM_ENGINE_LOG": str(log),
+                "DEEPUM_FAULTS": source, "DEEPUM_CUPTI": str(FAKE_CUPTI),
+                "DEEPUM_TEST_LOCKSTEP": "1" if lockstep else "0"}
+    fakedev = source == "uvm-tools"
+    if fakedev:
+        tools, uvm = tmp_path / "nvidia-uvm-tools", tmp_path / "nvidia-uvm"
+        tools.touch()
+        settings.update(FAKEUVM_TOOLS=str(tools), DEEPUM_UVM_TOOLS=str(tools), FAKECUDA_UVM_DEVICE=str(uvm),
+                        DEEPUM_UVM_DEVICE=str(uvm))
+    r = run_app(tmp_path, "symbol", *scenario, lib=LIB_FAULTS, fakedev=fakedev, env={**settings, **(env or {})})
+    return r, log.read_text().splitlines() if log.exists() else []
+
+
+def layers(tmp_path: Path, **kwargs) -> tuple[Run, list[str]]:
+    r, log = engine(tmp_path, "layers", str(ITERATIONS), str(LAYERS), **kwargs)
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    return r, log
+
+
+def peak_resident_blocks(r: Run) -> int:
+    return max(int(c.args["peak_resident_blocks"]) for c in r.named("fakegpu"))
+
+
+def counters(r: Run) -> dict[str, int]:
+    return r.stats["engine"]["counters"]
+
+
+def iterations(r: Run) -> list[dict[str, int]]:
+    return r.stats["engine"]["iterations"]
+
+
+def ranges(call) -> list[tuple[int, int]]:
+    return [(int(a, 16), int(n)) for a, n in (part.split("+") for part in call.args["ranges"].split(","))]
+
+
+def engine_stream(r: Run) -> str:
+    (created,) = r.named("cuStreamCreateWithPriority")
+    assert created.args["priority"] == "0" and created.args["flags"] == "1"  # the least priority, non-blocking
+    return created.result()
+
+
+@pytest.mark.parametrize("source", ["cupti", "uvm-tools"])
+def test_the_budget_holds_and_the_loop_is_learned(tmp_path, source):
+    r, _ = layers(tmp_path, source=source)
+    assert r.stats["engine"]["fault_source"] == source
+    # the pretend GPU never held more than the budget, nor did the engine see it do so
+    assert peak_resident_blocks(r) <= BUDGET_BLOCKS < FOOTPRINT_BLOCKS
+    assert counters(r)["budget_violation_rounds"] == 0
+    assert r.stats["engine"]["observed_peak_blocks"] == peak_resident_blocks(r)
+    assert not [c for c in r.calls if c.result() == "invalid"]
+    per_iteration = iterations(r)
+    assert len(per_iteration) == ITERATIONS + 1  # and the mark after the last one
+    learned = [it["faults_fed"] + it["transfer_faults_fed"] for it in per_iteration[:ITERATIONS]]
+    assert learned[0] >= 2 * LAYERS and learned[-2:] == [0, 0], learned  # from iteration 4 on, no fault
+    steady = per_iteration[ITERATIONS - 1]
+    assert steady["prefetch_blocks"] >= FOOTPRINT_BLOCKS - BUDGET_BLOCKS
+    assert steady["launches_fed"] == 2 * LAYERS and counters(r)["launches_lost"] == 0
+
+
+def test_prefetches_go_in_coalesced_batches_on_a_low_priority_stream(tmp_path):
+    r, log = layers(tmp_path)
+    stream = engine_stream(r)
+    batches = r.named("cuMemPrefetchBatchAsync")
+    assert batches and {c.args["stream"] for c in batches} == {stream}
+    assert not r.named("cuMemPrefetchAsync")
+    c = counters(r)
+    to_gpu = [c for c in batches if c.args["location"] == "device"]
+    assert sum(len(ranges(call)) for call in to_gpu) == c["prefetch_ranges"]
+    assert sum(n for call in to_gpu for _, n in ranges(call)) == c["prefetch_bytes"] == c["prefetch_blocks"] * BLOCK
+    assert len(to_gpu) == c["prefetch_calls"] < c["prefetch_blocks"] // 2
+    # a layer's weights and input activations are adjacent: one planned range of 4 blocks,
+    # issued as one piece per allocation
+    planned = [int(m.group(1)) for m in (re.search(r"blocks=(\d+)", line) for line in log if
+                                         line.startswith("prefetch")) if m]
+    assert max(planned) >= 4
+    for call in batches:
+        pieces = ranges(call)
+        assert len(pieces) <= 128
+        assert all(n == 4 * MIB for _, n in pieces)  # whole allocations, never past their end
+
+
+def test_evictions_come_before_the_prefetches_they_make_room_for(tmp_path):
+    r, _ = layers(tmp_path)
+    between_launches = [[]]
+    for call in r.calls:
+        if call.name.startswith("cuLaunch"):
+            between_launches.append([])
+        elif call.name == "cuMemPrefetchBatchAsync":
+            between_launches[-1].append(call.args["location"])
+    assert any("host" in each and "device" in each for each in between_launches)
+    for each in between_launches:  # within a round, every eviction batch before any prefetch batch
+        assert each == sorted(each, key=lambda where: where == "device"), each
+
+
+def test_victims_are_never_in_the_predicted_window(tmp_path):
+    """No block is evicted while it waits, prefetched, for a kernel that has not run yet
+    or is running (the core protects it until the launch after its kernel's)."""
+    _, log = layers(tmp_path)
+    waiting: dict[int, int] = {}  # block -> the exec ID it was prefetched for
+    running = None
+    evictions = 0
+    for line in log:
+        words = line.split()
+        if words[0] == "launch":
+            waiting = {b: e for b, e in waiting.items() if e != running}
+            running = int(words[2].split("=")[1])
+        elif words[0] == "prefetch":
+            exec_id, addr, n = int(words[1].split("=")[1]), int(words[2], 16), int(words[3].split("=")[1])
+            waiting.update({(addr >> 21) + i: exec_id for i in range(n)})
+        elif words[0] == "evict":
+            addr, n = int(words[1], 16), int(words[2].split("=")[1])
+            evictions += 1
+            assert not {(addr >> 21) + i for i in range(n)} & waiting.keys(), line
+    assert evictions > 0
+
+
+def test_demand_mode_evicts_on_faults_only_and_prefetches_nothing(tmp_path):
+    r, _ = layers(tmp_path, env={"DEEPUM_MODE": "demand"})
+    c = counters(r)
+    assert r.stats["mode"] == "demand"
+    assert c["prefetch_blocks"] == 0 and c["evict_blocks"] == 0 and c["demand_evictions"] > 0
+    assert {call.args["location"] for call in r.named("cuMemPrefetchBatchAsync")} == {"host"}
+    # reactive: a kernel's faults land before the engine can make room for them
+    assert BUDGET_BLOCKS < peak_resident_blocks(r) <= BUDGET_BLOCKS + KERNEL_BLOCKS
+    faults = [it["faults_fed"] + it["transfer_faults_fed"] for it in iterations(r)[:ITERATIONS]]
+    assert min(faults) >= FOOTPRINT_BLOCKS - 2 - BUDGET_BLOCKS  # every iteration pages again
+
+
+def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):
+    r, _ = layers(tmp_path, env={"FAKECUDA_FAIL": "cuMemPrefetchBatchAsync=801"})  # CUDA_ERROR_NOT_SUPPORTED
+    c = counters(r)
+    assert r.stats["engine"]["batch_api"] is False
+    stream = engine_stream(r)
+    singles = r.named("cuMemPrefetchAsync")
+    assert singles and {s.args["stream"] for s in singles} == {stream}
+    assert {s.args["device"] for s in singles} == {"0", "-1"}
+    assert c["fallback_calls"] == len(singles) == c["prefetch_ranges"] + c["evict_ranges"]
+    assert peak_resident_blocks(r) <= BUDGET_BLOCKS
+
+
+def test_reported_frees_are_discarded_in_stream_order_and_freed_memory_is_let_go(tmp_path):
+    r, _ = engine(tmp_path, "layers-frees", str(ITERATIONS), str(LAYERS))
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    c = counters(r)
+    assert c["free_reports"] == c["free_discard_calls"] == c["frees_fed"] == ITERATIONS
+    discards = r.named("cuMemDiscardBatchAsync")
+    scratch = int(r.named("cuMemAllocManaged")[-1].result(), 16)
+    assert [ranges(d) for d in discards] == [[(scratch, 4 * MIB)]] * ITERATIONS
+    for d in discards:  # on the program's stream, right after the kernel that used the buffer last
+        assert d.args["stream"] == "0x1010"
+        before = r.calls[r.calls.index(d) - 1]
+        assert before.name == "cuLaunchKernel" and before.args["f"] == "scale"
+    # every cuMemFree waited for the engine to drain its stream, and nothing touched freed memory after
+    stream = engine_stream(r)
+    frees = r.named("cuMemFree_v2")
+    assert c["releases"] == len(frees) == 2 * LAYERS + 2
+    for free in frees:
+        i = r.calls.index(free)
+        assert r.calls[i - 1].name == "cuStreamSynchronize" and r.calls[i - 1].args["stream"] == stream
+    freed: set[int] = set()
+    for call in r.calls:
+        if call.name == "cuMemFree_v2":
+            freed.add(int(call.args["dptr"], 16))
+        elif call.name == "cuMemPrefetchBatchAsync":
+            assert not {a for a, _ in ranges(call)} & freed
+    assert not [call for call in r.calls if call.result() == "invalid"]
+
+
+def test_positions_every_few_launches_still_give_the_engine_every_launch(tmp_path):
+    """The engine then knows where the GPU is to within 8 launches (here, in lockstep
+    with the host, that is too late to prefetch for the next few kernels; on a GPU
+    the host runs far ahead)."""
+    r, _ = layers(tmp_path, env={"DEEPUM_WRITE_EVERY": "8"})
+    launches = r.counter("launches")
+    assert r.counter("position_writes") < launches // 4
+    assert counters(r)["launches_fed"] == launches and counters(r)["launches_lost"] == 0
+    # marks deliver the position too, so iterations still begin exactly where they do
+    assert [it["launches_fed"] for it in iterations(r)] == [2 * LAYERS] * ITERATIONS + [0]
+
+
+def test_the_engine_runs_without_lockstep(tmp_path):
+    """Its own pace, as on a GPU: the same loop works and ends cleanly."""
+    r, _ = layers(tmp_path, lockstep=False)
+    assert r.stats["active"] and counters(r)["rounds"] > 0
+    assert not [c for c in r.calls if c.result() == "invalid"]
+
+
+def test_managed_memory_stops_at_the_limit(tmp_path):
+    """80% of the GPU's free memory by default: 16 MiB of 20 MiB, four 4 MiB allocations."""
+    r, _ = layers(tmp_path, env={"FAKECUDA_MEM_FREE": str(20 * MIB), "DEEPUM_CAPACITY": str(8 * MIB)})
+    assert len(r.named("cuMemAllocManaged")) == 4
+    assert r.counter("allocs_over_limit") == len(r.named("cuMemAlloc_v2")) == 2 * LAYERS + 2 - 4
+
+
+@pytest.mark.parametrize("env, warning", [
+    ({"FAKECUDA_FAIL": "cuMemPrefetchBatchAsync"}, "cuMemPrefetchBatchAsync failed"),
+    ({"FAKECUDA_MEM_FREE": str(16 * MIB)}, "DEEPUM_CAPACITY=50331648 is more than the GPU's 16777216 free bytes"),
+    ({"DEEPUM_FAULTS": "uvm-tools", "DEEPUM_UVM_TOOLS": "/no/such/tools"}, "no UVM event queue: /no/such/tools"),
+    ({"DEEPUM_CUPTI": "/no/such/libcupti.so"}, "cannot load CUPTI"),
+    ({"DEEPUM_TEST_FAIL": "engine-alloc"}, "cannot allocate the prefetch core"),
+    ({"DEEPUM_TEST_FAIL": "engine-thread"}, "cannot start its thread"),
+    ({"FAKECUDA_FAIL": "cuStreamCreateWithPriority"}, "cannot create its stream"),
+    ({"DEEPUM_CAPACITY": "lots"}, "DEEPUM_CAPACITY=lots is not a byte count"),
+])
+def test_engine_failures_turn_deepum_off_and_the_program_runs_on(tmp_path, env, warning):
+    plain = run_app(tmp_path, "symbol", "layers", "3", str(LAYERS), lib=None)
+    r, _ = engine(tmp_path, "layers", "3", str(LAYERS), env=env)
+    assert r.returncode == 0 and r.stdout == plain.stdout, r.stderr
+    assert [(c.name, c.args) for c in r.launches()] == [(c.name, c.args) for c in plain.launches()]
+    assert len(r.warnings()) == 1 and warning in r.warnings()[0], r.stderr
+    assert not r.stats["active"] and warning in r.stats["disabled_reason"]
+
+
+def test_the_uvm_tools_source_reads_the_drivers_queue(tmp_path):
+    """The fake queue of fakedev.c: one tracker, on the UVM file the driver opened."""
+    r, _ = layers(tmp_path, source="uvm-tools")
+    (init,) = r.named("ioctl")[:1]
+    assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=131072")
+    enable = [c for c in r.named("ioctl") if "ENABLE_EVENTS" in c.line]
+    assert [c.args["types"] for c in enable] == ["0xc"]  # migrations and GPU faults
+    assert r.stats["engine"]["source_drops"] == 0
+    # what actually moved, as the driver reports it: no more than what was asked
+    assert 0 < counters(r)["h2d_prefetch_bytes"] <= counters(r)["prefetch_bytes"]
+    assert 0 < counters(r)["d2h_bytes"] <= counters(r)["evict_bytes"]
+
+
+def test_auto_mode_without_a_module_runs_the_engine_with_cupti_when_there_is_no_uvm_queue(tmp_path):
+    r = run_app(tmp_path, "symbol", "layers", "2", "2",
+                env={"DEEPUM_MANAGED": "1", "DEEPUM_CUPTI": str(FAKE_CUPTI), "DEEPUM_CAPACITY": "48M",
+                     "DEEPUM_UVM_TOOLS": str(tmp_path / "none")})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    assert r.stats["mode"] == "user" and r.stats["engine"]["fault_source"] == "cupti"
+    assert r.stats["engine"]["capacity_bytes"] == 48 * MIB
+
+
+def test_deepumctl_run_sets_the_budget_and_summarises_the_engine(tmp_path):
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "LD_"))}
+    environ.update(LD_LIBRARY_PATH=str(FAKE), DEEPUM_DEVICE=str(tmp_path / "no-such-device"),
+                   DEEPUM_CUPTI=str(FAKE_CUPTI), DEEPUM_UVM_TOOLS=str(tmp_path / "none"))
+    done = subprocess.run([sys.executable, "-c", "from pydeepum.cli import cli; cli()", "run", "--mode", "demand",
+                           "--capacity", "48M", "--", "./cuda_app", "symbol", "layers", "4", str(LAYERS)],
+                          env=environ, capture_output=True, text=True, timeout=60, cwd=FAKE)
+    assert done.returncode == 0, done.stderr
+    assert "mode demand" in done.stderr and "engine: fault source cupti, budget 0.05 GiB" in done.stderr
+
+
+# ---- scripts/bench_train's plumbing, without a GPU ------------------------------------------
+
+
+def load_bench_train():
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    loader = SourceFileLoader("bench_train", str(Path(__file__).resolve().parent.parent / "scripts/bench_train"))
+    module = module_from_spec(spec_from_loader("bench_train", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, monkeypatch):
+    """bench() end to end with cuda_app's layers loop standing in for training:
+    the real libdeepum and engine on the fake driver, so the statistics, the
+    comparison, the table and the figure are the real code's."""
+    import json as _json
+
+    bench_train = load_bench_train()
+    probe = {"free_bytes": 80 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
+             "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
+
+    def stand_in(args: list[str]) -> list[str]:
+        if args[0] == "probe":
+            return ["echo", _json.dumps(probe)]
+        total = int(args[2])
+        line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
+                            "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0,
+                            "libdeepum": True})
+        return ["sh", "-c", f"{FAKE}/cuda_app symbol layers {total} {LAYERS} >/dev/null && echo '{line}'"]
+
+    monkeypatch.setattr(bench_train, "worker_command", stand_in)
+    monkeypatch.setattr(bench_train, "LIB", LIB_FAULTS)
+    monkeypatch.setenv("DEEPUM_TEST_LOCKSTEP", "1")  # the fake GPU has no time of its own
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(FAKE))
+    monkeypatch.setenv("DEEPUM_CUPTI", str(FAKE_CUPTI))
+    monkeypatch.setenv("DEEPUM_FAULTS", "cupti")
+    monkeypatch.setenv("DEEPUM_WRITE_EVERY", "1")
+    report = bench_train.bench("gpt2", [0.5, 0.75], iterations=3, warmup=3, out=tmp_path, deadline=120,
+                               timeout=60, smoke=False)
+    assert report["safety"]["ok"] and [b["fraction"] for b in report["budgets"]] == [0.5, 0.75]
+    for budget in report["budgets"]:
+        deepum, demand = budget["runs"]["deepum"], budget["runs"]["demand"]
+        assert deepum["active"] and demand["active"], (deepum, demand)
+        assert deepum["fault_source"] == "cupti" and deepum["prefetched_blocks"] > 0
+        assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
+        assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
+    assert any("deepum" in line for line in bench_train.table(report))
+    assert len(bench_train.verdicts(report)) >= 2
+    assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
+
+
+def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monkeypatch):
+    import json as _json
+
+    bench_train = load_bench_train()
+    probe = {"free_bytes": 10 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
+             "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
+    resident = {"description": "big", "iteration_s": [0.01] * 4, "losses": [1.0] * 4,
+                "peak_reserved_bytes": 9 << 30, "peak_allocated_bytes": 0, "libdeepum": False}
+    monkeypatch.setattr(bench_train, "worker_command",
+                        lambda args: ["echo", _json.dumps(probe if args[0] == "probe" else resident)])
+    report = bench_train.bench("gpt2", [0.5], iterations=2, warmup=2, out=tmp_path, deadline=60, timeout=30,
+                               smoke=False)
+    assert not report["safety"]["ok"] and "safety rule" in report["error"] and report["budgets"] == []
