@@ -18,6 +18,7 @@
  *   window_resets exec_stand_ins walks walk_entries walk_truncated
  *   window_full corr_inserts corr_replacements exec_ignored blocks_untracked
  *   resident_blocks core_ns records_dropped cmds_dropped prefetch_late
+ *   window_skips window_waits
  *
  * Like the struct, it only ever grows at the end (zram's mm_stat rule), so
  * a parser written today keeps working.  tests/kernel/test_sysfs.py checks
@@ -38,7 +39,7 @@
 	X(exec_stand_ins) X(walks) X(walk_entries) X(walk_truncated)		\
 	X(window_full) X(corr_inserts) X(corr_replacements) X(exec_ignored)	\
 	X(blocks_untracked) X(resident_blocks) X(core_ns) X(records_dropped)	\
-	X(cmds_dropped) X(prefetch_late)
+	X(cmds_dropped) X(prefetch_late) X(window_skips) X(window_waits)
 
 struct deepum_stat_attribute {
 	struct device_attribute attr;
@@ -92,9 +93,8 @@ static ssize_t snapshot_show(struct device *dev, struct device_attribute *attr, 
 	ssize_t len = 0;
 	size_t i;
 
-	/* Every counter but the reserved tail is a column. */
-	BUILD_BUG_ON(ARRAY_SIZE(deepum_stat_columns) * sizeof(u64) !=
-		     offsetof(struct deepum_stats, reserved));
+	/* Every counter is a column. */
+	BUILD_BUG_ON(ARRAY_SIZE(deepum_stat_columns) * sizeof(u64) != sizeof(struct deepum_stats));
 
 	deepum_contexts_stats(&stats);
 	for (i = 0; i < ARRAY_SIZE(deepum_stat_columns); i++)

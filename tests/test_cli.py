@@ -45,6 +45,14 @@ def test_trace_info_and_json():
     assert "6 iterations" in run("trace", "info", str(GPT2_TRACE)).output
 
 
+def test_trace_info_shows_metadata_another_tool_wrote(tmp_path):
+    t = Trace.read(GPT2_TRACE)
+    t.meta = {"source": "engine.log"}  # free-form, not the importers' dict
+    t.write(tmp_path / "other.dut")
+    result = run("trace", "info", str(tmp_path / "other.dut"))
+    assert result.exit_code == 0 and "source: engine.log" in result.output
+
+
 def test_trace_synth_then_replay(tmp_path):
     out = tmp_path / "s.dut"
     result = run("trace", "synth", "-o", str(out), "--set", "layers=4", "--set", "drift=0.0")

@@ -183,6 +183,50 @@ def test_an_unknown_exec_id_where_another_was_expected_inherits_its_table():
     assert core.stats().window_resets == 0
 
 
+def test_the_predecessor_tells_apart_a_kernel_that_runs_in_two_places():
+    # Kernel 5 runs after 0 and after 2 (a temporary at the same address in
+    # two layers); what follows it depends on where it runs.
+    core = Core(make_config(lookahead_kernels=1))
+    feed(core, flush(0))
+    for e, b in ((0, 10), (5, 15), (1, 11), (2, 12), (5, 15), (3, 13)):
+        feed(core, launch(e), fault(b, e))
+    feed(core, flush(1))
+    assert core.exec_successors(5) == [3, 1]
+    assert feed(core, launch(0)) == [("P", 10, 0), ("P", 15, 5)]
+    assert feed(core, launch(5)) == [("P", 11, 1)]  # first-order would say 3
+    assert feed(core, launch(1), launch(2), launch(5)) == [("P", 12, 2), ("P", 13, 3)]
+    assert core.stats().window_resets == 0
+
+
+def test_a_launch_further_on_in_the_window_skips_to_it():
+    core = Core(make_config(lookahead_kernels=2))
+    _learn_chain(core, [[10], [11], [12], [13], [14]])
+    assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2)]
+    assert feed(core, launch(2)) == [("P", 13, 3), ("P", 14, 4)]  # kernel 1 did not run
+    stats = core.stats()
+    assert (stats.window_skips, stats.window_resets, stats.window_waits) == (1, 0, 0)
+
+
+def test_an_extra_kernel_keeps_the_window():
+    core = Core(make_config(lookahead_kernels=2))
+    _learn_chain(core, [[10], [11], [12], [13]])
+    assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2)]
+    assert feed(core, launch(3)) == [("P", 13, 3)]  # known, but not expected here
+    assert feed(core, launch(1)) == []  # the window still expected kernel 1
+    stats = core.stats()
+    assert (stats.window_waits, stats.window_resets, stats.window_skips) == (1, 0, 0)
+
+
+def test_the_window_resets_after_unexpected_launches_in_a_row():
+    core = Core(make_config(lookahead_kernels=1))
+    _learn_chain(core, [[10 + e] for e in range(8)])
+    feed(core, launch(0))  # the window expects kernel 1
+    feed(core, *(launch(e) for e in (7, 6, 5, 4)))
+    assert (core.stats().window_waits, core.stats().window_resets) == (4, 0)
+    feed(core, launch(3))
+    assert (core.stats().window_waits, core.stats().window_resets) == (4, 1)
+
+
 # ---- residency: pre-eviction and the fault path ------------------------------------
 
 

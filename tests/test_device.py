@@ -143,7 +143,7 @@ def open_device() -> devmod.Device:
 
 def test_handshake(kernel: FakeKernel) -> None:
     with open_device() as dev:
-        assert dev.api.version == "1.0"
+        assert dev.api.version == f"{constant('DEEPUM_API_MAJOR')}.{constant('DEEPUM_API_MINOR')}"
         assert dev.api.has("ATTACH") and dev.api.has("TEST_DRAIN")
 
 

@@ -119,7 +119,8 @@ def test_prefetches_go_in_coalesced_batches_on_a_low_priority_stream(tmp_path):
     for call in batches:
         pieces = ranges(call)
         assert len(pieces) <= 128
-        assert all(n == 4 * MIB for _, n in pieces)  # whole allocations, never past their end
+        # never past an allocation's end (cuda_app's are 4 MiB, 4 MiB-aligned), whole blocks
+        assert all(n in (BLOCK, 4 * MIB) and a // (4 * MIB) == (a + n - 1) // (4 * MIB) for a, n in pieces)
 
 
 def test_evictions_come_before_the_prefetches_they_make_room_for(tmp_path):
@@ -133,6 +134,19 @@ def test_evictions_come_before_the_prefetches_they_make_room_for(tmp_path):
     assert any("host" in each and "device" in each for each in between_launches)
     for each in between_launches:  # within a round, every eviction batch before any prefetch batch
         assert each == sorted(each, key=lambda where: where == "device"), each
+
+
+@pytest.mark.parametrize("source", ["cupti", "uvm-tools"])
+def test_a_block_is_fed_once_per_miss_however_many_pages_fault(tmp_path, source):
+    """The GPU reports every faulting page; the core hears of each miss once,
+    and of a late prefetch (a fault on a block it holds) once per kernel."""
+    one, _ = layers(tmp_path, source=source)
+    many, _ = layers(tmp_path, source=source, env={"FAKECUDA_FAULT_EVENTS": "8"})
+    a, b = counters(one), counters(many)
+    assert b["fault_events"] == 8 * a["fault_events"]
+    assert (b["faults_fed"], b["late_faults_fed"]) == (a["faults_fed"], a["late_faults_fed"])
+    assert b["faults_on_resident"] == a["faults_on_resident"] + 7 * a["fault_events"]
+    assert a["late_faults_fed"] > 0  # lockstep has some: a fault that beats its prefetch
 
 
 def test_victims_are_never_in_the_predicted_window(tmp_path):
@@ -258,7 +272,7 @@ def test_the_uvm_tools_source_reads_the_drivers_queue(tmp_path):
     """The fake queue of fakedev.c: one tracker, on the UVM file the driver opened."""
     r, _ = layers(tmp_path, source="uvm-tools")
     (init,) = r.named("ioctl")[:1]
-    assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=131072")
+    assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=524288")
     enable = [c for c in r.named("ioctl") if "ENABLE_EVENTS" in c.line]
     assert [c.args["types"] for c in enable] == ["0xc"]  # migrations and GPU faults
     assert r.stats["engine"]["source_drops"] == 0

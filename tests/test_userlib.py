@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pydeepum._lowlevel import constant
 from pydeepum.errors import TraceFormatError
 from pydeepum.importers import import_file
 from pydeepum.trace import (ALLOC, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
@@ -288,7 +289,8 @@ def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
     r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"DEEPUM_DELIVERY": "callback"})
     assert r.returncode == 0 and r.warnings() == []
     ioctls = r.named("ioctl")
-    assert ioctls[0].args == {"api": "0x10000"} and ioctls[1].args == {}  # API, then ATTACH
+    api = hex(constant("DEEPUM_API_VERSION"))
+    assert ioctls[0].args == {"api": api} and ioctls[1].args == {}  # API, then ATTACH
     assert r.calls.index(ioctls[1]) < r.calls.index(r.launches()[0])
     assert not r.named("cuStreamWriteValue64_v2")
     assert_each_launch_follows_its_delivery(r, delivery="ioctl")

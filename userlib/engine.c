@@ -77,6 +77,7 @@ enum {
 	IDLE_FIRST_NS = 20000,
 	IDLE_MAX_NS = 500000,
 	RELEASE_TIMEOUT_S = 60,
+	RECENT_FAULTS = 4096,		/* (block, exec ID) pairs fed lately, direct-mapped */
 };
 
 #define BLOCK_SHIFT DEEPUM_DEFAULT_BLOCK_SHIFT
@@ -90,6 +91,7 @@ enum {
 	X(fault_events)			/* GPU fault events the source delivered */           \
 	X(faults_fed)			/* ... on blocks the core did not hold */             \
 	X(faults_on_resident)		/* ... on blocks it held: a prefetch in flight, or a repeat */ \
+	X(late_faults_fed)		/* ... of those, fed once per block and kernel: late prefetches */ \
 	X(transfer_faults_fed)		/* blocks migrating in by a fault, with no fault event */ \
 	X(iterations)                                                                         \
 	X(frees_fed)			/* reported frees fed to the core */                  \
@@ -167,6 +169,7 @@ static struct {
 	struct { u64 ts; u32 exec_id; } history[HISTORY];
 	u64 history_len;		/* launches ever recorded (index = len % HISTORY) */
 	struct fault_event events[ROUND_EVENTS];
+	struct { u64 blk; u32 exec_id; } recent[RECENT_FAULTS];	/* what feed_fault() fed lately */
 	struct dum_residency observed;	/* the GPU as the migration events show it */
 	struct batch host, gpu;
 	bool batch_api;			/* cuMemPrefetchBatchAsync works */
@@ -549,23 +552,33 @@ static void count_prefetch_copy(const struct fault_event *ev)
 		engine.prefetch_copies_until = ev->copy_end_ns;
 }
 
-static void feed_fault(const struct fault_event *ev, u32 flags)
+/* Feed a fault of @ev's block; with @once, not if it was fed for the same
+ * kernel lately (a block faults page by page: many events for one miss).
+ * False if not fed. */
+static bool feed_fault(const struct fault_event *ev, u32 flags, bool once)
 {
 	struct deepum_record rec = {
 		.ts = ev->ts, .type = DEEPUM_REC_FAULT, .addr = ev->addr & ~((1ULL << BLOCK_SHIFT) - 1),
 		.exec_id = exec_at(ev->ts), .flags = flags,
 		.aux = flags ? 0 : ev->detail <= DEEPUM_ACCESS_PREFETCH ? ev->detail : 0,
 	};
+	u64 blk = rec.addr >> BLOCK_SHIFT;
+	u32 slot = (u32)(dum_hash64(blk) % RECENT_FAULTS);
 
-	if (!(rec.addr >> BLOCK_SHIFT))
-		return;
+	if (!blk || (once && engine.recent[slot].blk == blk && engine.recent[slot].exec_id == rec.exec_id))
+		return false;
+	engine.recent[slot].blk = blk;
+	engine.recent[slot].exec_id = rec.exec_id;
 	log_line("fault exec=%u 0x%llx", rec.exec_id, (unsigned long long)rec.addr);
 	feed(&rec);
+	return true;
 }
 
 /* Step 2: what the GPU did.  A fault on a block the core holds is a
- * prefetch still in flight, or another fault of a block already counted:
- * the core learns nothing new from it. */
+ * prefetch still in flight, or another fault of a block already counted.
+ * The first, once per kernel, is fed too: the kernel needs that block, and
+ * the core learns it (DeepUM's correlator sees every fault the driver
+ * does) and protects it while the kernel runs. */
 static bool take_faults(void)
 {
 	u32 n = faults_poll(engine.events, ROUND_EVENTS);
@@ -579,9 +592,10 @@ static bool take_faults(void)
 			ADD(fault_events, 1);
 			if (held) {
 				ADD(faults_on_resident, 1);
-			} else {
+				if (feed_fault(ev, 0, true))
+					ADD(late_faults_fed, 1);
+			} else if (feed_fault(ev, 0, false)) {
 				ADD(faults_fed, 1);
-				feed_fault(ev, 0);
 			}
 			break;
 		case EV_MIGRATED_IN:
@@ -593,7 +607,7 @@ static bool take_faults(void)
 				ADD(h2d_fault_bytes, ev->bytes);
 				if (!held) {
 					ADD(transfer_faults_fed, 1);
-					feed_fault(ev, DEEPUM_FAULT_F_FROM_TRANSFER);
+					feed_fault(ev, DEEPUM_FAULT_F_FROM_TRANSFER, false);
 				}
 			}
 			break;
@@ -1070,7 +1084,7 @@ void engine_write_stats(FILE *f)
 		   "    \"observed_peak_blocks\": %llu, \"model_peak_blocks\": %llu,\n"
 		   "    \"core\": {\"prefetches\": %llu, \"evictions\": %llu, \"demand_evictions\": %llu, "
 		   "\"discards\": %llu, \"faults\": %llu, \"faults_resident\": %llu, \"window_resets\": %llu, "
-		   "\"exec_stand_ins\": %llu, \"resident_blocks\": %llu},\n    \"counters\": {",
+		   "\"window_skips\": %llu, \"window_waits\": %llu, \"exec_stand_ins\": %llu, \"resident_blocks\": %llu},\n    \"counters\": {",
 		faults_source_name() ? faults_source_name() : "none", (unsigned long long)deepum.capacity,
 		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", (unsigned long long)engine.cpu_ns,
 		(unsigned long long)core.core_ns, (unsigned long long)faults_dropped(),
@@ -1078,7 +1092,8 @@ void engine_write_stats(FILE *f)
 		(unsigned long long)core.prefetches, (unsigned long long)core.evictions,
 		(unsigned long long)core.demand_evictions, (unsigned long long)core.discards,
 		(unsigned long long)core.faults, (unsigned long long)core.faults_resident,
-		(unsigned long long)core.window_resets, (unsigned long long)core.exec_stand_ins,
+		(unsigned long long)core.window_resets, (unsigned long long)core.window_skips,
+		(unsigned long long)core.window_waits, (unsigned long long)core.exec_stand_ins,
 		(unsigned long long)core.resident_blocks);
 	write_counters(f, NULL, &now);
 	fputs("},\n    \"iterations\": [", f);

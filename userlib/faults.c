@@ -58,7 +58,7 @@ static struct {
 /* ---- the UVM tools event queue ----------------------------------------- */
 
 enum {
-	UVM_QUEUE_ENTRIES = 1 << 17,	/* 9 MiB; a 64 MiB first touch makes ~14k events */
+	UVM_QUEUE_ENTRIES = 1 << 19,	/* 36 MiB: GPT-2 124M at a 75% budget made 270k events/s on the H200 */
 	UVM_FLUSH_PERIOD_NS = 20000000,	/* Migration events wait for a flush or progress */
 };
 

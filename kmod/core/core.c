@@ -12,9 +12,14 @@
  * is walked breadth-first through its block table from its start blocks, to
  * where the table ends (DeepUM's end pointer: see docs/CORE.md).  Predicted blocks that
  * are not resident become PREFETCH commands, in the order the kernels are
- * expected.  A LAUNCH that matches the head of the window slides it; one that
- * does not resets it.  A FAULT walks the running kernel's table again from
- * the faulted block, since the blocks after it are the ones still to come.
+ * expected.  A LAUNCH that matches the head of the window slides it.  One
+ * that matches a kernel a little further on skips to it; one that is not in
+ * the window at all counts as an extra kernel and the window waits for it,
+ * up to RESYNC_EXTRA in a row, after which the window is reset.  Resetting
+ * on every surprise threw away the whole window (and the protection of what
+ * it had prefetched) at each of them.  A FAULT walks the running kernel's
+ * table again from the faulted block, since the blocks after it are the ones
+ * still to come.
  *
  * Walking on launches as well as on faults matters: a prefetcher that only
  * wakes on faults goes quiet exactly when it works, since its hits do not
@@ -36,6 +41,11 @@
 #include "core.h"
 #include "corr.h"
 #include "residency.h"
+
+enum {
+	RESYNC_SKIP = 8,	/* window kernels a launch may skip to match */
+	RESYNC_EXTRA = 4,	/* unexpected launches in a row the window waits through */
+};
 
 struct dum_window_slot {
 	u64 seq;	/* launch clock tick the kernel is expected at */
@@ -60,7 +70,9 @@ struct deepum_core {
 	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
 	u32 cur_walk_gen;	/* the walk that predicted it; 0: none */
 	bool in_sync;		/* the last launch was not mispredicted */
+	u32 off_track;		/* unexpected launches in a row the window waited through */
 	u32 prev_exec;		/* exec slot whose successor the next launch is */
+	u32 prev_context;	/* exec slot that ran before prev_exec */
 
 	/* The running execution's latest faults, most recent first: their
 	 * blocks and the table ways that held them when they were learned. */
@@ -172,6 +184,7 @@ int deepum_core_create(const struct deepum_config *cfg, struct deepum_core **ret
 
 	core->cur_exec = core->cfg.exec_max;	/* faults before any launch */
 	core->prev_exec = DUM_NIL;
+	core->prev_context = DUM_EXEC_NO_CONTEXT;
 	core->hist_exec = DUM_NIL;
 	*ret = core;
 	return 0;
@@ -563,6 +576,7 @@ static void window_extend(struct deepum_core *core)
 	while (core->walk_left && core->win_blocks < window_block_budget(core)) {
 		struct dum_window_slot *last = core->win_count ?
 			window_slot(core, core->win_count - 1) : NULL;
+		u32 context;
 		u64 added = 0;
 		u32 next;
 
@@ -579,7 +593,13 @@ static void window_extend(struct deepum_core *core)
 		}
 		if (core->win_count == core->cfg.lookahead_kernels || (!last && core->cur_exec == DUM_NIL))
 			return;
-		next = dum_exec_predict(c, last ? last->exec : core->cur_exec);
+		if (!last)
+			context = core->prev_context;
+		else if (core->win_count > 1)
+			context = window_slot(core, core->win_count - 2)->exec;
+		else
+			context = core->cur_exec;
+		next = dum_exec_predict(c, last ? last->exec : core->cur_exec, context);
 		if (next == DEEPUM_EXEC_NONE || next == DUM_EXEC_BOUNDARY)
 			return;
 		last = window_slot(core, core->win_count++);
@@ -610,12 +630,25 @@ static bool exec_known(const struct deepum_core *core, u32 exec)
 	return dum_exec_starts(&core->corr, exec)[0] || dum_exec_successors(&core->corr, exec)[0];
 }
 
+/* Position (1..RESYNC_SKIP) of the first window kernel after the head that is
+ * @exec, or 0. */
+static u32 window_find(struct deepum_core *core, u32 exec)
+{
+	u32 i;
+
+	for (i = 1; i < core->win_count && i <= RESYNC_SKIP; i++)
+		if (window_slot(core, i)->exec == exec)
+			return i;
+	return 0;
+}
+
 static void on_launch(struct deepum_core *core, u32 exec_id)
 {
 	u32 exec = exec_slot(core, exec_id);
 	struct dum_window_slot *head;
 	u64 added = 0;
 	bool matched;
+	u32 skip;
 
 	core->stats.launches++;
 	core->hist_len = 0;
@@ -623,10 +656,12 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 	if (exec == DUM_NIL) {
 		core->stats.exec_ignored++;
 		core->prev_exec = DUM_NIL;
+		core->prev_context = DUM_EXEC_NO_CONTEXT;
 		return;
 	}
 	if (core->prev_exec != DUM_NIL)
-		dum_exec_add_successor(&core->corr, core->prev_exec, exec);
+		dum_exec_add_successor(&core->corr, core->prev_exec, exec, core->prev_context);
+	core->prev_context = core->prev_exec;
 	core->prev_exec = exec;
 	core->launch_clock++;
 
@@ -651,6 +686,30 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		return;
 	}
 	matched = head && head->exec == exec && head->seq == core->launch_clock;
+	if (head && !matched) {
+		skip = window_find(core, exec);
+		if (skip) {
+			/* The kernels before it did not run: their protection ends. */
+			core->stats.window_skips++;
+			while (skip--)
+				window_pop(core);
+			head = window_slot(core, 0);
+			core->launch_clock = head->seq;
+			matched = true;
+		} else if (core->off_track < RESYNC_EXTRA) {
+			/* An extra kernel: it takes no tick, so the window
+			 * still expects its head next. */
+			core->stats.window_waits++;
+			core->off_track++;
+			core->launch_clock--;
+			core->in_sync = false;
+			walk(core, exec, 0, core->launch_clock, walk_begin(core), DUM_NIL, &added);
+			core->cur_walk_gen = 0;
+			window_extend(core);
+			return;
+		}
+	}
+	core->off_track = 0;
 	core->in_sync = matched || !head;
 	if (matched) {
 		/* As predicted: its blocks stay protected for this tick. */
@@ -810,8 +869,9 @@ static void on_iteration(struct deepum_core *core, const struct deepum_record *r
 	window_reset(core);
 	core->cur_walk_gen = 0;
 	if (core->prev_exec != DUM_NIL)
-		dum_exec_add_successor(&core->corr, core->prev_exec, DUM_EXEC_BOUNDARY);
+		dum_exec_add_successor(&core->corr, core->prev_exec, DUM_EXEC_BOUNDARY, core->prev_context);
 	core->prev_exec = DUM_NIL;
+	core->prev_context = DUM_EXEC_NO_CONTEXT;
 	core->hist_len = 0;
 }
 
@@ -890,14 +950,21 @@ u32 deepum_core_exec_successors(const struct deepum_core *core, u32 exec_id, u32
 {
 	u32 exec = exec_slot(core, exec_id);
 	const u64 *succ;
-	u32 i;
+	u32 i, j, found = 0;
 
 	if (exec == DUM_NIL)
 		return 0;
 	succ = dum_exec_successors(&core->corr, exec);
-	for (i = 0; i < n && i < core->corr.exec_nsuccs && succ[i]; i++)
-		ret[i] = (u32)(succ[i] - 1);
-	return i;
+	/* Distinct successors, MRU first, whatever their contexts. */
+	for (i = 0; i < core->corr.exec_nsuccs && succ[i] && found < n; i++) {
+		u32 next = dum_exec_entry_next(succ[i]);
+
+		for (j = 0; j < found && ret[j] != next; j++)
+			;
+		if (j == found)
+			ret[found++] = next;
+	}
+	return found;
 }
 
 u32 deepum_core_exec_starts(const struct deepum_core *core, u32 exec_id, u64 *ret, u32 n)

@@ -2,9 +2,13 @@
 /*
  * Correlation tables.
  *
- * Exec-ID table: per exec ID, its most recent successor exec IDs (MRU first)
- * and its most recent start blocks (first fault of an execution).  Indexed
- * directly: exec IDs are dense.
+ * Exec-ID table: per exec ID, its most recent successor exec IDs (MRU first),
+ * each with the exec ID that ran before it (its context), and its most recent
+ * start blocks (first fault of an execution).  Indexed directly: exec IDs are
+ * dense.  The context tells apart the places where one kernel runs with the
+ * same arguments (a temporary reused at the same address in every layer):
+ * first-order prediction missed 22% of the launches of a 2-layer GPT-2 on the
+ * H200, second-order 7%.
  *
  * Block tables: per exec ID, for each UM block it faulted on, the blocks that
  * faulted after it in the same execution, kept for `levels` distances (level 0:
@@ -49,7 +53,7 @@ struct dum_corr {
 	u32 exec_slots;			/* exec_max + 1: the last one is "unknown kernel" */
 	u32 exec_nsuccs;
 	u32 exec_nstarts;
-	u64 *exec_next;			/* exec_slots * exec_nsuccs, exec ID + 1, 0: empty */
+	u64 *exec_next;			/* exec_slots * exec_nsuccs: (context + 1) << 32 | (exec ID + 1), 0: empty */
 	u64 *exec_start;		/* exec_slots * exec_nstarts */
 };
 
@@ -99,15 +103,37 @@ static inline u64 *dum_exec_successors(const struct dum_corr *c, u32 exec)
 	return &c->exec_next[(u64)exec * c->exec_nsuccs];
 }
 
-static inline void dum_exec_add_successor(struct dum_corr *c, u32 exec, u32 next)
+/* No context: the predecessor is unknown (first launch, after a flush). */
+#define DUM_EXEC_NO_CONTEXT DUM_NIL
+
+static inline u64 dum_exec_entry(u32 next, u32 context)
 {
-	dum_mru_insert(dum_exec_successors(c, exec), NULL, c->exec_nsuccs, (u64)next + 1, 0);
+	return (u64)(context + 1) << 32 | (u64)(next + 1);
 }
 
-/* The exec ID expected after @exec, or DEEPUM_EXEC_NONE. */
-static inline u32 dum_exec_predict(const struct dum_corr *c, u32 exec)
+static inline u32 dum_exec_entry_next(u64 entry)
 {
-	return (u32)(dum_exec_successors(c, exec)[0] - 1);
+	return (u32)entry - 1;
+}
+
+/* @next followed @exec, which @context preceded. */
+static inline void dum_exec_add_successor(struct dum_corr *c, u32 exec, u32 next, u32 context)
+{
+	dum_mru_insert(dum_exec_successors(c, exec), NULL, c->exec_nsuccs, dum_exec_entry(next, context), 0);
+}
+
+/* The exec ID expected after @exec when @context ran before it: the most
+ * recent successor seen in that context, else the most recent one; or
+ * DEEPUM_EXEC_NONE. */
+static inline u32 dum_exec_predict(const struct dum_corr *c, u32 exec, u32 context)
+{
+	const u64 *succ = dum_exec_successors(c, exec);
+	u32 i;
+
+	for (i = 0; i < c->exec_nsuccs && succ[i]; i++)
+		if (succ[i] >> 32 == (u32)(context + 1))
+			return dum_exec_entry_next(succ[i]);
+	return dum_exec_entry_next(succ[0]);
 }
 
 static inline u64 *dum_exec_starts(const struct dum_corr *c, u32 exec)

@@ -51,8 +51,10 @@ def trace_info(trace_path, as_json):
     click.echo("  " + ", ".join(f"{k} {v:,}" for k, v in info["counts"].items()))
     click.echo(f"  {info['distinct_blocks']:,} distinct blocks ({gib(info['distinct_blocks'] * t.block_size)}),"
                f" {info['exec_ids']:,} exec IDs")
-    for key, value in info["source"].items():
-        click.echo(f"  source.{key}: {value}")
+    # Metadata is free-form JSON: a file written by another tool may hold anything there.
+    source = info["source"]
+    for key, value in (source.items() if isinstance(source, dict) else [("", source)]):
+        click.echo(f"  source{'.' if key else ''}{key}: {value}")
 
 
 def _parse_notes(notes: tuple[str, ...]) -> dict[str, str]:

@@ -730,6 +730,13 @@ EXPORT CUresult cuMemFreeHost(void *ptr)
 
 enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, CAUSE_USER = 1, CAUSE_COHERENCE = 2, ACCESS_READ = 1 };
 
+static int fault_events_per_touch(void)
+{
+	const char *n = getenv("FAKECUDA_FAULT_EVENTS");
+
+	return n && atoi(n) > 0 ? atoi(n) : 1;
+}
+
 /* The blocks of managed allocation @i from @addr on, brought to the GPU
  * (under lock): a page fault for the first one missing, a transfer each. */
 static void touch(int i, CUdeviceptr addr)
@@ -743,8 +750,11 @@ static void touch(int i, CUdeviceptr addr)
 
 		if (allocs[i].resident[k])
 			continue;
+		/* A real GPU reports each faulting page: FAKECUDA_FAULT_EVENTS pages here. */
 		if (!faulted++)
-			unified_memory(UM_GPU_PAGE_FAULT, 1, (from > addr ? from : addr) & ~4095ULL, ACCESS_READ);
+			for (int page = 0; page < fault_events_per_touch(); page++)
+				unified_memory(UM_GPU_PAGE_FAULT, 1,
+					       ((from > addr ? from : addr) & ~4095ULL) + page * 4096ULL, ACCESS_READ);
 		unified_memory(UM_HTOD, (b + BLOCK < end ? b + BLOCK : end) - from, from, CAUSE_COHERENCE);
 		set_resident(i, k, 1);
 	}

@@ -23,6 +23,7 @@
  * Interface history:
  *   1.0  API handshake, attach, exec IDs, config, invalidation, stats, test
  *        injection; records, commands, trace format v1.
+ *   1.1  stats: window_skips, window_waits (the window resynchronizes).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -31,7 +32,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 0
+#define DEEPUM_API_MINOR 1
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -166,7 +167,7 @@ struct deepum_config {
 #define DEEPUM_CFG_EXEC_MAX_DEFAULT		(1U << 15)
 #define DEEPUM_CFG_EXEC_SUCCS_MIN		1
 #define DEEPUM_CFG_EXEC_SUCCS_MAX		8
-#define DEEPUM_CFG_EXEC_SUCCS_DEFAULT		2
+#define DEEPUM_CFG_EXEC_SUCCS_DEFAULT		4
 #define DEEPUM_CFG_EXEC_STARTS_MIN		1
 #define DEEPUM_CFG_EXEC_STARTS_MAX		8
 #define DEEPUM_CFG_EXEC_STARTS_DEFAULT		4
@@ -221,7 +222,9 @@ struct deepum_stats {
 	__u64 records_dropped;		/* records lost to a full fault queue */
 	__u64 cmds_dropped;		/* commands lost to a full command queue */
 	__u64 prefetch_late;		/* faults on a block whose prefetch was not done yet */
-	__u64 reserved[2];
+	/* The core again (1.1, in what was the reserved tail): */
+	__u64 window_skips;		/* launches that skipped window kernels to match one */
+	__u64 window_waits;		/* unexpected launches the window waited through */
 };
 
 /* ------------------------------------------------------------------------
