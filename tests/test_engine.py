@@ -13,13 +13,16 @@ backward pass, each kernel touching three whole allocations (6 blocks).
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from userlib_harness import LIB_FAULTS, MIB, FAKE, FAKE_CUPTI, Run, build, run_app
+from userlib_harness import LIB_FAULTS, MIB, FAKE, FAKE_CUPTI, ROOT, Run, build, run_app
 
 BLOCK = 2 * MIB
 LAYERS = 8
@@ -147,6 +150,23 @@ def test_a_block_is_fed_once_per_miss_however_many_pages_fault(tmp_path, source)
     assert (b["faults_fed"], b["late_faults_fed"]) == (a["faults_fed"], a["late_faults_fed"])
     assert b["faults_on_resident"] == a["faults_on_resident"] + 7 * a["fault_events"]
     assert a["late_faults_fed"] > 0  # lockstep has some: a fault that beats its prefetch
+
+
+def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
+    r, _ = layers(tmp_path)
+    (log,) = tmp_path.glob("engine*.log")
+    report = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log), "--from-iteration", "0",
+                             "--json"], capture_output=True, text=True, check=True)
+    got, c = json.loads(report.stdout), counters(r)
+    assert got["faults"] == c["faults_fed"] + c["late_faults_fed"] + c["transfer_faults_fed"]
+    assert got["late"] + got["misses"] == got["faults"] and got["regretted"] <= got["misses"]
+    assert got["prefetched_blocks"] == c["prefetch_blocks"]
+    assert got["evicted_blocks"] == c["evict_blocks"] + c["demand_evictions"] + c["discard_blocks"]
+    assert got["launches"] == c["launches_fed"]
+    log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and "no t=<ns>" in bad.stderr
 
 
 def test_victims_are_never_in_the_predicted_window(tmp_path):

@@ -249,7 +249,8 @@ static void log_line(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(engine.log, fmt, ap);
 	va_end(ap);
-	fputc('\n', engine.log);
+	/* When the engine acted, on the fault source's clock (offline timing analysis). */
+	fprintf(engine.log, " t=%llu\n", (unsigned long long)engine_clock_ns());
 }
 
 /* ---- applying commands --------------------------------------------------- */
