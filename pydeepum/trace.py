@@ -8,6 +8,7 @@ from the compiled UAPI header.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -106,6 +107,16 @@ class Trace:
                         "faults": len(faults), "blocks": len(np.unique(faults["addr"] >> np.uint64(self.block_shift))),
                         "bytes": int(faults["len"].sum())})
         return out
+
+    def without_flushes(self) -> "Trace":
+        """The same accesses with memory staying on the GPU across iteration
+        boundaries, as in training: an access-set trace's flushes (every
+        iteration starting with nothing resident, its data moved back for
+        free) removed.  Each iteration still lists only first touches."""
+        records = self.records.copy()
+        marks = records["type"] == ITERATION
+        records["flags"][marks] &= np.uint32(~ITER_FLUSHED & 0xFFFFFFFF)
+        return dataclasses.replace(self, records=records, meta=dict(self.meta))
 
     def fault_blocks(self) -> np.ndarray:
         """Block number of every FAULT record, in order."""

@@ -46,6 +46,17 @@ def run(trace: Trace, policy: str, capacity: int = 0):
     return report.steady(policy, capacity)
 
 
+def test_keeping_memory_across_iterations_charges_the_evictions_a_flush_hid():
+    # Four blocks a kernel, room for two: with flushes every iteration starts
+    # empty; kept resident, the blocks left from the last iteration must go.
+    trace = one_kernel([1, 2, 3, 4], iterations=3)
+    flushed = run(trace, "demand", 2 * BLOCK)[2]
+    kept = run(trace.without_flushes(), "demand", 2 * BLOCK)[2]
+    assert flushed.evictions == 2 and kept.evictions == 4
+    assert kept.time_ns == flushed.time_ns + 2 * MS  # two more 1 ms write-backs on the fault path
+    assert trace.records["flags"][trace.records["type"] == ITERATION].tolist() == [1, 1, 1, ITER_END]
+
+
 def test_uvm_fault_is_rounds_then_copy():
     it = run(one_kernel([5]), "uvm")[0]
     # 32 pages of 64 KiB; the tree prefetcher stops faults after 51%: 17 rounds.

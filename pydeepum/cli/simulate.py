@@ -31,18 +31,24 @@ def _capacities(text: str) -> list[int]:
 @click.option("--calibration", "cal_path", type=click.Path(dir_okay=False), default=None,
               help="Calibration JSON (default: the bundled H200 one).")
 @click.option("--steady-from", type=int, default=2, show_default=True)
+@click.option("--keep-resident", is_flag=True,
+              help="Ignore an access-set trace's flushes: memory stays on the GPU from one iteration to the "
+                   "next, and leaving costs an eviction (what training does; compare with measured runs).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", help="Prefetch core configuration field.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of iteration time against capacity.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @fail_on_input_errors
-def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, sets, plot_path, as_json):
+def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, keep_resident, sets, plot_path,
+                 as_json):
     """Predict iteration time on GPUs of the given capacities, per memory policy."""
     caps = _capacities(capacity)
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     cost = cost_model(calibration.load(cal_path))
     cfg = make_config(**_parse_sets(sets))
     trace = Trace.read(trace_path)
+    if keep_resident:
+        trace = trace.without_flushes()
     if compute_from == "trace":
         compute = compute_from_trace(trace)
     else:
@@ -56,7 +62,8 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
         emit_json({"trace": str(trace_path), "launches": int((trace.records["type"] == LAUNCH).sum()),
                    **report.as_dict()})
         return
-    click.echo(f"trace     {trace_path}: iterations >= {steady_from}, compute from {compute_from}")
+    click.echo(f"trace     {trace_path}: iterations >= {steady_from}, compute from {compute_from}"
+               f"{', memory kept across iterations' if keep_resident else ''}")
     click.echo(f"\n{'policy':8} {'capacity':>11} {'iter ms':>9} {'ideal ms':>9} {'of ideal':>8}"
                f" {'faults':>8} {'H2D GiB':>8} {'accuracy':>8}")
     for row in report.summary():
