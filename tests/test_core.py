@@ -246,6 +246,37 @@ def test_the_window_is_at_most_half_the_capacity():
     assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 0), ("P", 3, 0)]
 
 
+HORIZON = lib.DEEPUM_CFG_F_HORIZON
+
+
+def _horizon_run(flags: int, kernels: list[list[int]]) -> list[tuple[str, int, int]]:
+    # Room for three blocks besides the watermark's one; one new block per extension.
+    core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=1, lookahead_kernels=16,
+                            lookahead_blocks=1, flags=flags))
+    _learn_chain(core, kernels)
+    return feed(core, *(launch(e) for e in range(len(kernels))))
+
+
+def test_with_a_horizon_blocks_never_predicted_again_go_first():
+    # Kernel 4 uses block 10 again, nothing uses 11 again: least recently
+    # migrated evicts 10 and fetches it back; the horizon evicts 11.
+    kernels = [[10], [11], [12], [13], [10], [14]]
+    assert _horizon_run(0, kernels) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("E", 10, 0), ("P", 13, 3),
+                                        ("E", 11, 0), ("P", 10, 4), ("E", 12, 0), ("P", 14, 5)]
+    assert _horizon_run(HORIZON, kernels) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("E", 11, 0),
+                                              ("P", 13, 3), ("E", 12, 0), ("P", 14, 5)]
+
+
+def test_with_a_horizon_the_victim_is_the_block_needed_last():
+    # 10 comes back for kernel 4, 11 for kernel 5: Belady evicts 11.
+    kernels = [[10], [11], [12], [13], [10], [11]]
+    assert ("P", 10, 4) in _horizon_run(0, kernels)  # evicted first, fetched back
+    cmds = _horizon_run(HORIZON, kernels)
+    assert cmds[3] == ("E", 11, 0) and ("P", 10, 4) not in cmds
+    assert [c for c in cmds if c[0] == "P"] == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("P", 13, 3),
+                                                ("P", 11, 5)]
+
+
 def test_victims_are_never_in_the_predicted_window():
     core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=2))
     _learn_chain(core, [[1], [2], [3], [4], [5]])

@@ -191,6 +191,21 @@ def test_victims_are_never_in_the_predicted_window(tmp_path):
     assert evictions > 0
 
 
+def test_a_horizon_changes_the_victims_and_keeps_the_budget(tmp_path):
+    """DEEPUM_HORIZON_KERNELS reaches the core (other victims than least recently
+    migrated alone), and the budget and the loop's learning hold with it."""
+    def victims(log: list[str]) -> list[str]:
+        return [line.split()[1] for line in log if line.startswith("evict")]
+
+    _, plain = layers(tmp_path)
+    r, log = layers(tmp_path, env={"DEEPUM_HORIZON_KERNELS": "256"})
+    assert victims(log) != victims(plain)
+    assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
+    assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
+    bad, _ = engine(tmp_path, "layers", "1", "1", env={"DEEPUM_HORIZON_KERNELS": "100000"})
+    assert "DEEPUM_HORIZON_KERNELS=100000 is outside" in bad.stderr and bad.returncode == 0
+
+
 def test_demand_mode_evicts_on_faults_only_and_prefetches_nothing(tmp_path):
     r, _ = layers(tmp_path, env={"DEEPUM_MODE": "demand"})
     c = counters(r)

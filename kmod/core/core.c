@@ -53,6 +53,7 @@ struct dum_window_slot {
 	u32 blocks;	/* blocks its walk added to the window */
 	u32 walk_gen;	/* generation of its latest walk */
 	bool complete;	/* its walk ran to the end */
+	bool horizon;	/* walked to mark its blocks' next use, not to prefetch them */
 };
 
 struct deepum_core {
@@ -60,11 +61,14 @@ struct deepum_core {
 	struct dum_residency res;
 	struct dum_corr corr;
 
-	/* Prefetch window: a ring of kernels expected next, oldest first. */
+	/* Prefetch window: a ring of kernels expected next, oldest first; the
+	 * first win_prefetch prefetch, the rest only mark (the horizon). */
 	struct dum_window_slot *window;
 	u32 win_head;
 	u32 win_count;
-	u64 win_blocks;		/* blocks predicted by the kernels in the window */
+	u32 win_prefetch;
+	u64 win_blocks;		/* blocks predicted by the prefetching kernels */
+	bool marking;		/* the walk in progress is a horizon kernel's */
 	u64 launch_clock;
 
 	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
@@ -297,20 +301,43 @@ static void evict(struct deepum_core *core, u32 slot, u32 flags)
 	dum_residency_remove(&core->res, slot);
 }
 
-/* The least recently migrated block no window kernel needs, within evict_scan. */
+/* The tick the horizon expects @b to be used at next, or 0 if none ahead. */
+static u64 horizon_next_use(const struct deepum_core *core, const struct dum_block *b)
+{
+	if (b->horizon_next >= core->launch_clock)
+		return b->horizon_next;
+	return b->horizon_last >= core->launch_clock ? b->horizon_last : 0;
+}
+
+/*
+ * A victim no prefetching kernel needs, within evict_scan of the least
+ * recently migrated end: the first one the horizon does not expect either,
+ * else the one it expects last (Belady's choice, as far as the tables see).
+ * Least recently migrated alone evicts, in an iteration-periodic loop, the
+ * blocks that come back first.
+ */
 static u32 find_victim(const struct deepum_core *core)
 {
-	u32 slot = core->res.lrm_head;
+	u32 slot = core->res.lrm_head, best = DUM_NIL;
+	u64 best_use = 0;
 	u32 scanned;
 
 	for (scanned = 0; slot != DUM_NIL && scanned < core->cfg.evict_scan; scanned++) {
 		const struct dum_block *b = dum_block_at(&core->res, slot);
 
-		if (!in_window(core, b))
-			return slot;
+		if (!in_window(core, b)) {
+			u64 use = core->cfg.flags & DEEPUM_CFG_F_HORIZON ? horizon_next_use(core, b) : 0;
+
+			if (!use)
+				return slot;
+			if (use > best_use) {
+				best_use = use;
+				best = slot;
+			}
+		}
 		slot = b->lrm_next;
 	}
-	return DUM_NIL;
+	return best;
 }
 
 /* Pre-evict until watermark_blocks are free, or nothing can go. */
@@ -358,6 +385,13 @@ static enum dum_predict predict_block(struct deepum_core *core, u64 blk, u32 exe
 	b = dum_block_at(&core->res, slot);
 	if (b->flags & DUM_BLOCK_DEAD) {
 		core->stats.skipped_invalid++;
+		return DUM_PREDICT_KNOWN;
+	}
+	if (core->marking) {
+		if (b->horizon_next < core->launch_clock || seq < b->horizon_next)
+			b->horizon_next = seq;
+		if (b->horizon_last < seq)
+			b->horizon_last = seq;
 		return DUM_PREDICT_KNOWN;
 	}
 	fresh = !in_window(core, b);
@@ -543,12 +577,15 @@ static void window_pop(struct deepum_core *core)
 	core->win_blocks -= window_slot(core, 0)->blocks;
 	core->win_head = (core->win_head + 1) % core->cfg.lookahead_kernels;
 	core->win_count--;
+	if (core->win_prefetch)
+		core->win_prefetch--;
 }
 
 static void window_reset(struct deepum_core *core)
 {
 	core->win_head = 0;
 	core->win_count = 0;
+	core->win_prefetch = 0;
 	core->win_blocks = 0;
 	/* Every outstanding protection is for a tick at most this far ahead. */
 	core->launch_clock += core->cfg.lookahead_kernels + 1;
@@ -568,30 +605,66 @@ static u64 window_block_budget(const struct deepum_core *core)
 	return core->cfg.lookahead_blocks;
 }
 
-/* Walk further ahead until the window is full, memory is, or the budget is spent. */
+/* Walk @slot's kernel from its start blocks, as a prefetching or a marking one. */
+static bool walk_slot(struct deepum_core *core, struct dum_window_slot *slot, u64 *added)
+{
+	bool complete;
+
+	core->marking = slot->horizon;
+	slot->walk_gen = walk_begin(core);
+	complete = walk(core, slot->exec, 0, slot->seq, slot->walk_gen, DUM_NIL, added);
+	core->marking = false;
+	return complete;
+}
+
+/*
+ * Walk further ahead until lookahead_kernels are predicted or the walk budget
+ * is spent.  Kernels prefetch while the window holds fewer blocks than its
+ * budget; the kernels after them form the horizon, walked only to mark when
+ * their blocks will be needed (find_victim() uses it).  A horizon kernel the
+ * budget reaches again is walked once more, to prefetch.
+ */
 static void window_extend(struct deepum_core *core)
 {
 	struct dum_corr *c = &core->corr;
+	bool horizon = core->cfg.flags & DEEPUM_CFG_F_HORIZON;
 
-	while (core->walk_left && core->win_blocks < window_block_budget(core)) {
+	while (core->walk_left) {
+		bool room = core->win_blocks < window_block_budget(core);
 		struct dum_window_slot *last = core->win_count ?
 			window_slot(core, core->win_count - 1) : NULL;
 		u32 context;
 		u64 added = 0;
 		u32 next;
 
+		if (core->win_prefetch < core->win_count) {
+			struct dum_window_slot *slot = window_slot(core, core->win_prefetch);
+
+			/* A prefetching kernel a previous extension could not finish
+			 * (it waits for room), or the first horizon kernel, which
+			 * prefetches once there is room for it. */
+			if (!slot->horizon && !room)
+				return;
+			if (room) {
+				slot->horizon = false;
+				slot->complete = walk_slot(core, slot, &added);
+				slot->blocks += added;
+				core->win_blocks += added;
+				if (!slot->complete)
+					return;
+				core->win_prefetch++;
+				continue;
+			}
+		}
 		if (last && !last->complete) {
-			/* Finish the kernel a previous extension could not: a fresh
-			 * generation, since its frontier was marked but not expanded. */
-			last->walk_gen = walk_begin(core);
-			last->complete = walk(core, last->exec, 0, last->seq, last->walk_gen, DUM_NIL, &added);
-			last->blocks += added;
-			core->win_blocks += added;
+			/* A horizon kernel left unfinished. */
+			last->complete = walk_slot(core, last, &added);
 			if (!last->complete)
 				return;
 			continue;
 		}
-		if (core->win_count == core->cfg.lookahead_kernels || (!last && core->cur_exec == DUM_NIL))
+		if (core->win_count == core->cfg.lookahead_kernels || (!last && core->cur_exec == DUM_NIL) ||
+		    (!room && !horizon))
 			return;
 		if (!last)
 			context = core->prev_context;
@@ -606,10 +679,14 @@ static void window_extend(struct deepum_core *core)
 		last->exec = next;
 		last->seq = (core->win_count > 1 ? window_slot(core, core->win_count - 2)->seq :
 			     core->launch_clock) + 1;
-		last->walk_gen = walk_begin(core);
-		last->complete = walk(core, next, 0, last->seq, last->walk_gen, DUM_NIL, &added);
-		last->blocks = added;
-		core->win_blocks += added;
+		last->horizon = !room;
+		last->complete = walk_slot(core, last, &added);
+		last->blocks = room ? added : 0;
+		core->win_blocks += last->blocks;
+		if (!last->complete)
+			return;
+		if (room)
+			core->win_prefetch++;
 	}
 }
 
@@ -713,7 +790,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 	core->in_sync = matched || !head;
 	if (matched) {
 		/* As predicted: its blocks stay protected for this tick. */
-		core->cur_walk_gen = head->complete ? head->walk_gen : 0;
+		core->cur_walk_gen = head->complete && !head->horizon ? head->walk_gen : 0;
 		window_pop(core);
 	} else {
 		if (head) {

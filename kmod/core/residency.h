@@ -19,6 +19,8 @@
 struct dum_block {
 	u64 blk;		/* block number: address >> block_shift */
 	u64 window_seq;		/* protected from pre-eviction while >= the launch clock */
+	u64 horizon_next;	/* earliest tick the horizon predicts it for (if >= the clock) */
+	u64 horizon_last;	/* latest such tick */
 	u32 hash_next;
 	u32 lrm_prev;
 	u32 lrm_next;

@@ -171,12 +171,15 @@ int main(int argc, char **argv)
 		__u32 sets, ways, levels, succs, exec_max, block_max, kernels, blocks;
 		__u64 capacity;
 		__u32 max_cmds;	/* 0: what the core asks for */
+		__u32 flags;
 	} shapes[] = {
-		{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },		/* defaults, unlimited memory */
-		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0 },		/* defaults, tight memory */
-		{ 16, 1, 1, 1, 16, 64, 1, 1, 8, 0 },		/* smallest tables */
-		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3 },		/* starved command buffer */
-		{ 64, 16, 2, 3, 64, 1024, 64, 64, 256, 0 },
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },		/* defaults, unlimited memory */
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, 0 },		/* defaults, tight memory */
+		{ 16, 1, 1, 1, 16, 64, 1, 1, 8, 0, 0 },		/* smallest tables */
+		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3, 0 },	/* starved command buffer */
+		{ 64, 16, 2, 3, 64, 1024, 64, 64, 256, 0, 0 },
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_HORIZON },	/* tight, with a horizon */
+		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3, DEEPUM_CFG_F_HORIZON },
 	};
 	unsigned long long per = n / (sizeof(shapes) / sizeof(shapes[0]));
 	unsigned long long sum1, sum2;
@@ -197,6 +200,7 @@ int main(int argc, char **argv)
 		cfg.lookahead_kernels = shapes[s].kernels;
 		cfg.lookahead_blocks = shapes[s].blocks;
 		cfg.capacity_blocks = shapes[s].capacity;
+		cfg.flags = shapes[s].flags;
 		if (run(&cfg, seed + s, per, shapes[s].max_cmds, &sum1) ||
 		    run(&cfg, seed + s, per, shapes[s].max_cmds, &sum2)) {
 			fprintf(stderr, "fuzz_core: shape %zu failed\n", s);

@@ -23,7 +23,8 @@
  * Interface history:
  *   1.0  API handshake, attach, exec IDs, config, invalidation, stats, test
  *        injection; records, commands, trace format v1.
- *   1.1  stats: window_skips, window_waits (the window resynchronizes).
+ *   1.1  stats: window_skips, window_waits (the window resynchronizes);
+ *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -145,7 +146,8 @@ struct deepum_config {
 
 #define DEEPUM_CFG_F_NO_PREFETCH	(1U << 0)	/* model residency only: the demand-paging baseline */
 #define DEEPUM_CFG_F_NO_PREEVICT	(1U << 1)	/* prefetch, but leave eviction to the fault path */
-#define DEEPUM_CFG_F_ALL		((1U << 2) - 1)
+#define DEEPUM_CFG_F_HORIZON		(1U << 2)	/* victims by predicted next use (see docs/CORE.md) */
+#define DEEPUM_CFG_F_ALL		((1U << 3) - 1)
 
 #define DEEPUM_CFG_BLOCK_SHIFT_MIN		16
 #define DEEPUM_CFG_BLOCK_SHIFT_MAX		30
