@@ -35,9 +35,10 @@
 #include "include/uapi/deepum.h"
 #include "params.h"
 #include "sysfs.h"
+#include "uvm.h"
 
 #define DEEPUM_FEATURES \
-	(DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE)
+	(DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE | DEEPUM_UVM_FEATURES)
 
 /* One open file of /dev/deepum. */
 struct deepum_file {
@@ -55,6 +56,7 @@ union deepum_ioctl_arg {
 	struct deepum_config_req config;
 	struct deepum_range range;
 	struct deepum_stats_req stats;
+	struct deepum_bind_uvm bind_uvm;
 	struct deepum_test_inject inject;
 	struct deepum_test_drain drain;
 };
@@ -75,6 +77,7 @@ static int deepum_ioctl_config(struct deepum_file *df, union deepum_ioctl_arg *a
 static int deepum_ioctl_get_config(struct deepum_file *df, union deepum_ioctl_arg *arg);
 static int deepum_ioctl_invalidate(struct deepum_file *df, union deepum_ioctl_arg *arg);
 static int deepum_ioctl_stats(struct deepum_file *df, union deepum_ioctl_arg *arg);
+static int deepum_ioctl_bind_uvm(struct deepum_file *df, union deepum_ioctl_arg *arg);
 static int deepum_ioctl_test_inject(struct deepum_file *df, union deepum_ioctl_arg *arg);
 static int deepum_ioctl_test_drain(struct deepum_file *df, union deepum_ioctl_arg *arg);
 
@@ -89,6 +92,7 @@ static const struct deepum_ioctl_desc deepum_ioctls[] = {
 	DEEPUM_IOCTL(GET_CONFIG,	deepum_ioctl_get_config,	0),
 	DEEPUM_IOCTL(INVALIDATE,	deepum_ioctl_invalidate,	0),
 	DEEPUM_IOCTL(STATS,		deepum_ioctl_stats,		0),
+	DEEPUM_IOCTL(BIND_UVM,		deepum_ioctl_bind_uvm,		0),
 	DEEPUM_IOCTL(TEST_INJECT,	deepum_ioctl_test_inject,	DEEPUM_IOCTL_F_TEST),
 	DEEPUM_IOCTL(TEST_DRAIN,	deepum_ioctl_test_drain,	DEEPUM_IOCTL_F_TEST),
 };
@@ -216,6 +220,25 @@ static int deepum_ioctl_set_exec_id(struct deepum_file *df, union deepum_ioctl_a
 		return PTR_ERR(ctx);
 	deepum_pipeline_push(&ctx->pipe, &rec);
 	return 0;
+}
+
+/*
+ * DEEPUM_IOC_BIND_UVM: the context's GPU faults and commands go through
+ * nvidia-uvm (uvm_backend.c); -ENODEV in a module built without it.
+ *
+ * Locking: what deepum_uvm_bind() takes.  Sleeps.
+ */
+static int deepum_ioctl_bind_uvm(struct deepum_file *df, union deepum_ioctl_arg *arg)
+{
+	const struct deepum_bind_uvm *req = &arg->bind_uvm;
+	struct deepum_context *ctx;
+
+	if (req->flags || !deepum_reserved_zero(req->reserved, sizeof(req->reserved)))
+		return -EINVAL;
+	ctx = deepum_file_context(df);
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	return deepum_uvm_bind(ctx, req->fd);
 }
 
 /*

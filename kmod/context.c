@@ -17,6 +17,7 @@
 #include "core/core.h"
 #include "params.h"
 #include "stats.h"
+#include "uvm.h"
 
 static DEFINE_MUTEX(deepum_defaults_lock);
 static struct deepum_config deepum_defaults;		/* under deepum_defaults_lock */
@@ -37,7 +38,13 @@ int deepum_contexts_module_init(void)
 /* The backend new contexts get; enable_test_ioctls is fixed at load. */
 static const struct deepum_backend_ops *deepum_contexts_backend_ops(void)
 {
-	return deepum_enable_test_ioctls ? &deepum_record_backend : &deepum_null_backend;
+	if (deepum_enable_test_ioctls)
+		return &deepum_record_backend;
+#ifdef DEEPUM_UVM_BACKEND
+	return &deepum_uvm_backend;
+#else
+	return &deepum_null_backend;
+#endif
 }
 
 /* Locking: none; reads a constant. */
@@ -95,6 +102,7 @@ void deepum_context_destroy(struct deepum_context *ctx)
 {
 	struct deepum_stats final;
 
+	deepum_uvm_unbind(ctx);
 	deepum_pipeline_stop(&ctx->pipe);
 
 	mutex_lock(&deepum_contexts_lock);

@@ -11,6 +11,7 @@
 #include "include/uapi/deepum.h"
 #include "params.h"
 #include "pipeline.h"
+#include "uvm.h"
 
 /* Locking: module init; runs once, before anything else in the module. */
 static int __init deepum_init(void)
@@ -23,15 +24,20 @@ static int __init deepum_init(void)
 	err = deepum_pipeline_module_init();
 	if (err)
 		return err;
-	err = deepum_chardev_init();
+	err = deepum_uvm_module_init();
 	if (err)
 		goto out_pipeline_exit;
+	err = deepum_chardev_init();
+	if (err)
+		goto out_uvm_exit;
 
 	if (deepum_enable_test_ioctls)
 		pr_notice("test ioctls enabled: who can open /dev/deepum can feed it any record\n");
 	pr_info("API %u.%u, /dev/deepum ready\n", DEEPUM_API_MAJOR, DEEPUM_API_MINOR);
 	return 0;
 
+out_uvm_exit:
+	deepum_uvm_module_exit();
 out_pipeline_exit:
 	deepum_pipeline_module_exit();
 	return err;
@@ -41,6 +47,7 @@ out_pipeline_exit:
 static void __exit deepum_exit(void)
 {
 	deepum_chardev_exit();
+	deepum_uvm_module_exit();
 	deepum_pipeline_module_exit();
 }
 

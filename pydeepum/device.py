@@ -61,6 +61,7 @@ ARG_STRUCTS = {
     "GET_CONFIG": "deepum_config_req",
     "INVALIDATE": "deepum_range",
     "STATS": "deepum_stats_req",
+    "BIND_UVM": "deepum_bind_uvm",
     "TEST_INJECT": "deepum_test_inject",
     "TEST_DRAIN": "deepum_test_drain",
 }
@@ -204,6 +205,19 @@ class Device:
         """The context's counters, or with @global_scope the module's."""
         arg = self._ioctl("STATS", scope=SCOPE_GLOBAL if global_scope else SCOPE_CONTEXT)
         return to_dataclass(CoreStats, arg.stats)
+
+    def bind_uvm(self, fd: int) -> None:
+        """Take the GPU faults of @fd's nvidia-uvm VA space (a /dev/nvidia-uvm
+        file of this process that CUDA initialised) into this context."""
+        try:
+            self._ioctl("BIND_UVM", fd=fd)
+        except DeviceError as e:
+            why = {errno.ENODEV: "the module has no nvidia-uvm backend (or runs with enable_test_ioctls)",
+                   errno.EBADF: f"fd {fd} is not an open nvidia-uvm file",
+                   errno.EBUSY: "the context or that VA space is bound already"}.get(e.errno)
+            if why:
+                raise type(e)(e.errno, f"DEEPUM_IOC_BIND_UVM: {why}") from None
+            raise
 
     def inject(self, records: np.ndarray) -> int:
         """TEST_INJECT up to BATCH_MAX records; how many the fault queue took."""

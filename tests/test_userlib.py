@@ -285,6 +285,18 @@ def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
     assert ids == [0, 1, 1, 0, 0, 2, 0]
 
 
+def test_without_cudas_uvm_file_the_module_sees_launches_only(tmp_path):
+    """A module that takes no GPU faults (no UVM file bound) is worth one
+    warning, not a failure: the exec IDs still go to it."""
+    r = run_app(tmp_path, "symbol", "loop", "3", fakedev=True,
+                env={"DEEPUM_DELIVERY": "callback", "DEEPUM_UVM_DEVICE": str(tmp_path / "elsewhere")})
+    assert r.returncode == 0 and r.stdout == run_app(tmp_path, "symbol", "loop", "3", lib=None).stdout
+    (warning,) = r.warnings()
+    assert "did not take this process's GPU faults" in warning and "it sees launches only" in warning
+    assert not r.stats["uvm_bound"] and r.stats["active"]
+    assert [c for c in r.named("ioctl") if c.line.startswith("ioctl SET_EXEC_ID")]
+
+
 def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
     r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"DEEPUM_DELIVERY": "callback"})
     assert r.returncode == 0 and r.warnings() == []
@@ -292,6 +304,9 @@ def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
     api = hex(constant("DEEPUM_API_VERSION"))
     assert ioctls[0].args == {"api": api} and ioctls[1].args == {}  # API, then ATTACH
     assert r.calls.index(ioctls[1]) < r.calls.index(r.launches()[0])
+    # CUDA's UVM file is bound to the context before the first exec ID is delivered
+    (bind,) = [c for c in ioctls if c.line.startswith("ioctl BIND_UVM")]
+    assert r.calls.index(bind) < r.calls.index(r.launches()[0]) and r.stats["uvm_bound"]
     assert not r.named("cuStreamWriteValue64_v2")
     assert_each_launch_follows_its_delivery(r, delivery="ioctl")
     ordered = [c for c in r.calls if c.name != "cuModuleGetFunction"]

@@ -102,6 +102,10 @@ def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB
             device = tmp_path / "deepum-device"
             device.touch()
             environ["DEEPUM_DEVICE"] = str(device)
+            # The UVM file CUDA opens, which the module's context binds to.
+            uvm = tmp_path / "nvidia-uvm"
+            uvm.touch()
+            environ.update(FAKECUDA_UVM_DEVICE=str(uvm), DEEPUM_UVM_DEVICE=str(uvm))
             preload.insert(0, str(FAKE / "libfakedev.so"))
         environ["LD_PRELOAD"] = ":".join(preload)
         if audit:

@@ -96,6 +96,7 @@ struct deepum_state {
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */
 	char engine_log_path[4096];	/* DEEPUM_ENGINE_LOG: every command applied; "" for none */
 	int device_fd;			/* attached /dev/deepum, or -1 */
+	bool uvm_bound;			/* DEEPUM_IOC_BIND_UVM took CUDA's VA space */
 	int init_pid;			/* the process that ran deepum_init() (not a fork child) */
 	char stats_path[4096];		/* DEEPUM_STATS with %p expanded; "" for none */
 	char trace_path[4096];		/* DEEPUM_TRACE with %p expanded; "" for none */

@@ -25,10 +25,12 @@
  * driver asked, for the launch's own stream.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -84,6 +86,50 @@ bool delivery_attach(const char *device_path, const char **reason)
 	return false;
 }
 
+/*
+ * The module learns this process's GPU faults once its context is bound to
+ * CUDA's nvidia-uvm VA space (DEEPUM_IOC_BIND_UVM).  CUDA opens that file
+ * with its first context, so this runs at the first launch.  CUDA may hold
+ * two /dev/nvidia-uvm files; only the initialised one is accepted.  Failing
+ * costs prefetching only: the program runs on, with one warning.
+ */
+static void bind_uvm(void)
+{
+	DIR *fds = opendir("/proc/self/fd");
+	struct dirent *d;
+	int err = ENOENT;
+
+	while (fds && (d = readdir(fds))) {
+		char link[32 + sizeof(d->d_name)], target[sizeof(deepum.uvm_device_path)];
+		struct deepum_bind_uvm req = { .fd = (u32)atoi(d->d_name) };
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", d->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strcmp(target, deepum.uvm_device_path) != 0)
+			continue;
+		if (ioctl(deepum.device_fd, DEEPUM_IOC_BIND_UVM, &req) == 0) {
+			deepum.uvm_bound = true;
+			break;
+		}
+		err = errno;
+		if (err == ENODEV)
+			break;	/* the module has no nvidia-uvm backend */
+	}
+	if (fds)
+		closedir(fds);
+	if (!deepum.uvm_bound) {
+		char message[256];
+
+		snprintf(message, sizeof(message), "the module did not take this process's GPU faults "
+			 "(DEEPUM_IOC_BIND_UVM: %s); it sees launches only", strerror(err));
+		deepum_warn(message);
+	}
+}
+
 /* The page needs a CUDA context, so it is made at the first launch; so is
  * the engine, which needs the page. */
 static void page_create(void)
@@ -110,6 +156,8 @@ static void page_create(void)
 	host->depth = DEEPUM_RING_DEPTH;
 	page_device = device;
 	__atomic_store_n(&page, host, __ATOMIC_RELEASE);
+	if (deepum.device_fd >= 0)
+		bind_uvm();
 	if (engine_wanted())
 		engine_start(host);
 }

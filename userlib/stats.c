@@ -74,9 +74,10 @@ static void write_json(FILE *f)
 
 	if (n > ITERATIONS_MAX)
 		n = ITERATIONS_MAX;
-	fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"active\": %s,\n  \"attached\": %s,\n",
+	fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"active\": %s,\n  \"attached\": %s,\n"
+		   "  \"uvm_bound\": %s,\n",
 		deepum.init_pid, mode_names[deepum.mode], deepum_active() ? "true" : "false",
-		deepum.device_fd >= 0 ? "true" : "false");
+		deepum.device_fd >= 0 ? "true" : "false", deepum.uvm_bound ? "true" : "false");
 	fprintf(f, "  \"delivery\": \"%s\",\n  \"managed\": %s,\n  \"disabled_reason\": ",
 		delivery_names[deepum.delivery], deepum.managed ? "true" : "false");
 	if (reason) {

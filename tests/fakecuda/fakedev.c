@@ -224,9 +224,11 @@ __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, 
 			return -1;
 		log_line("ioctl API api=0x%x", api->api);
 		api->api = DEEPUM_API_VERSION;
-		api->features = DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE;
+		api->features = DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE |
+				DEEPUM_FEATURE_UVM;
 		api->ioctls = 1ULL << DEEPUM_IOC_NR_API | 1ULL << DEEPUM_IOC_NR_ATTACH |
-			      1ULL << DEEPUM_IOC_NR_SET_EXEC_ID | 1ULL << DEEPUM_IOC_NR_INVALIDATE;
+			      1ULL << DEEPUM_IOC_NR_SET_EXEC_ID | 1ULL << DEEPUM_IOC_NR_INVALIDATE |
+			      1ULL << DEEPUM_IOC_NR_BIND_UVM;
 		return 0;
 	}
 	case DEEPUM_IOC_ATTACH: {
@@ -246,6 +248,18 @@ __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, 
 			return -1;
 		log_line("ioctl SET_EXEC_ID exec_id=%u stream=%u name_hash=0x%llx", req->exec_id, req->stream,
 			 (unsigned long long)req->name_hash);
+		return 0;
+	}
+	case DEEPUM_IOC_BIND_UVM: {
+		const struct deepum_bind_uvm *req = arg;
+
+		if (refuse_if_asked("BIND_UVM"))
+			return -1;
+		log_line("ioctl BIND_UVM fd=%u", req->fd);
+		if (!fd_is((int)req->fd, "FAKECUDA_UVM_DEVICE")) {
+			errno = EBADF;
+			return -1;
+		}
 		return 0;
 	}
 	case DEEPUM_IOC_INVALIDATE: {

@@ -33,6 +33,7 @@ STRUCTS = {
     "GET_CONFIG": "struct deepum_config_req",
     "INVALIDATE": "struct deepum_range",
     "STATS": "struct deepum_stats_req",
+    "BIND_UVM": "struct deepum_bind_uvm",
     "TEST_INJECT": "struct deepum_test_inject",
     "TEST_DRAIN": "struct deepum_test_drain",
 }
@@ -76,7 +77,7 @@ def _buffer(arg: Any) -> Any:
     return arg if isinstance(arg, bytearray) else ffi.buffer(arg)
 
 
-def call(fd: int, name: str, arg: Any = None, **fields: Any) -> Any:
+def call(fd: int, name: str, /, arg: Any = None, **fields: Any) -> Any:
     """ioctl @name on @fd with @arg (a cffi struct pointer or a bytearray;
     default: a zeroed struct with @fields set); returns @arg as the kernel
     left it."""
@@ -86,7 +87,7 @@ def call(fd: int, name: str, arg: Any = None, **fields: Any) -> Any:
     return arg
 
 
-def errno_of(fd: int, name: str, arg: Any = None, command: int | None = None, **fields: Any) -> int:
+def errno_of(fd: int, name: str, /, arg: Any = None, command: int | None = None, **fields: Any) -> int:
     """The errno of ioctl @name (or the raw @command), 0 on success."""
     if arg is None:
         arg = new(name, fields)
@@ -224,19 +225,19 @@ def loaded() -> bool:
     return SYS_MODULE.exists()
 
 
-def load(**params: Any) -> None:
-    """finit_module(2) kmod/deepum.ko with @params; OSError on failure."""
+def load(ko: Path = KO, **params: Any) -> None:
+    """finit_module(2) @ko (kmod/deepum.ko) with @params; OSError on failure."""
     text = " ".join(f"{k}={v}" for k, v in params.items()).encode()
-    with open(KO, "rb") as f:
+    with open(ko, "rb") as f:
         if lib.finit_module(f.fileno(), text, 0):
             err = ffi.errno
             raise OSError(err, f"finit_module({text.decode()}): {os.strerror(err)}")
 
 
-def unload() -> int:
+def unload(name: str = "deepum") -> int:
     """delete_module(2), refusing to wait or force, as rmmod does; its errno, or 0."""
     ffi.errno = 0
-    return 0 if lib.delete_module(b"deepum", lib.O_NONBLOCK) == 0 else ffi.errno
+    return 0 if lib.delete_module(name.encode(), lib.O_NONBLOCK) == 0 else ffi.errno
 
 
 def reload(**params: Any) -> None:

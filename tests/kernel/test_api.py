@@ -100,7 +100,7 @@ def test_unsupported_feature(dev: int, feature: int) -> None:
 @pytest.mark.parametrize(
     "cmd",
     [
-        ioc(RW, lib.DEEPUM_IOC_NR_STATS + 1, API_SIZE),
+        ioc(RW, lib.DEEPUM_IOC_NR_BIND_UVM + 1, API_SIZE),
         ioc(RW, lib.DEEPUM_IOC_NR_TEST_DRAIN + 1, API_SIZE),
         ioc(RW, 0xFF, API_SIZE),
         ioc(RW, lib.DEEPUM_IOC_NR_API, API_SIZE, magic=lib.DEEPUM_IOC_MAGIC + 1),

@@ -28,6 +28,7 @@ FOREIGN_CALLS: list[tuple[str, dict, int]] = [
     ("CONFIG", {"scope": CONTEXT}, errno.EPERM),
     ("GET_CONFIG", {"scope": CONTEXT}, errno.EPERM),
     ("STATS", {"scope": CONTEXT}, errno.EPERM),
+    ("BIND_UVM", {"fd": 0}, errno.EPERM),
     ("TEST_INJECT", {"count": 0}, errno.EPERM),
     ("TEST_DRAIN", {"max": 0}, errno.EPERM),
     ("ATTACH", {}, errno.EBUSY),

@@ -20,7 +20,7 @@ insmod kmod/deepum.ko enable_test_ioctls=1
 # seconds to import over 9p under TCG.  Test modules that need pydeepum
 # (and numpy) import it themselves.
 run_pytest() {
-	DEEPUM_KERNEL_TESTS=1 DEEPUM_FUZZ_CALLS="$deepum_fuzz_calls" \
+	DEEPUM_KERNEL_TESTS=1 DEEPUM_FUZZ_CALLS="$deepum_fuzz_calls" DEEPUM_QEMU_OUT="$deepum_out" \
 		DEEPUM_FUZZ_BIN="$deepum_out/fuzz_ioctl" \
 		PYTHONPATH="$deepum_pypath:$deepum_root" PYTHONDONTWRITEBYTECODE=1 \
 		PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \

@@ -24,7 +24,8 @@
  *   1.0  API handshake, attach, exec IDs, config, invalidation, stats, test
  *        injection; records, commands, trace format v1.
  *   1.1  stats: window_skips, window_waits (the window resynchronizes);
- *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use).
+ *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use);
+ *        DEEPUM_IOC_BIND_UVM, DEEPUM_FEATURE_UVM.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -284,6 +285,7 @@ struct deepum_api {
 #define DEEPUM_FEATURE_PREFETCH		(1ULL << 0)	/* correlation prefetcher */
 #define DEEPUM_FEATURE_PREEVICT		(1ULL << 1)	/* pre-eviction */
 #define DEEPUM_FEATURE_INVALIDATE	(1ULL << 2)	/* dead-range invalidation */
+#define DEEPUM_FEATURE_UVM		(1ULL << 3)	/* GPU faults from nvidia-uvm, commands carried out there */
 
 /**
  * DEEPUM_IOC_ATTACH - bind this file to the calling process.
@@ -446,6 +448,31 @@ struct deepum_test_drain {
 
 #define DEEPUM_DRAIN_F_WAIT	(1U << 0)
 
+/**
+ * DEEPUM_IOC_BIND_UVM - take the GPU faults of the caller's nvidia-uvm VA
+ * space into the attached context, and carry out its commands there.
+ * @fd:       (in) a /dev/nvidia-uvm file descriptor of this process that the
+ *            CUDA driver initialised (UVM_INITIALIZE).
+ * @flags:    (in) zero.
+ *
+ * The context keeps a reference on that file (and so the VA space) until it
+ * is released.  Without a binding a module with the UVM backend prefetches
+ * nothing.  One binding per context, one context per VA space.
+ *
+ * Context: process context.
+ * Return: 0; -ENODEV if the module was built without the UVM backend
+ * (DEEPUM_FEATURE_UVM absent) or loaded with enable_test_ioctls (commands
+ * then go to the test ioctls' recording backend); -EBADF if @fd is not an open nvidia-uvm file;
+ * -EINVAL for an uninitialised one, non-zero @flags or reserved fields;
+ * -EBUSY if the context or the VA space is already bound; -ENOMEM;
+ * -ENOTCONN, -EPERM, -EPROTO as for DEEPUM_IOC_SET_EXEC_ID.
+ */
+struct deepum_bind_uvm {
+	__u32 fd;
+	__u32 flags;
+	__u64 reserved[2];
+};
+
 /* Public ioctls count up from 0x00, test ioctls from 0x20; all stay below 64
  * so that struct deepum_api's ioctls mask can name each. */
 #define DEEPUM_IOC_NR_API		0x00
@@ -455,6 +482,7 @@ struct deepum_test_drain {
 #define DEEPUM_IOC_NR_GET_CONFIG	0x04
 #define DEEPUM_IOC_NR_INVALIDATE	0x05
 #define DEEPUM_IOC_NR_STATS		0x06
+#define DEEPUM_IOC_NR_BIND_UVM		0x07
 #define DEEPUM_IOC_NR_TEST_INJECT	0x20
 #define DEEPUM_IOC_NR_TEST_DRAIN	0x21
 
@@ -465,6 +493,7 @@ struct deepum_test_drain {
 #define DEEPUM_IOC_GET_CONFIG	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_GET_CONFIG, struct deepum_config_req)
 #define DEEPUM_IOC_INVALIDATE	_IOW(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_INVALIDATE, struct deepum_range)
 #define DEEPUM_IOC_STATS	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_STATS, struct deepum_stats_req)
+#define DEEPUM_IOC_BIND_UVM	_IOW(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_BIND_UVM, struct deepum_bind_uvm)
 #define DEEPUM_IOC_TEST_INJECT	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_TEST_INJECT, struct deepum_test_inject)
 #define DEEPUM_IOC_TEST_DRAIN	_IOWR(DEEPUM_IOC_MAGIC, DEEPUM_IOC_NR_TEST_DRAIN, struct deepum_test_drain)
 
