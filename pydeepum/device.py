@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import select
 import signal
 import subprocess
@@ -46,6 +47,10 @@ SYSFS_DEVICE = Path("/sys/class/misc/deepum")
 SYSFS_MODULE = Path("/sys/module/deepum")
 # The source tree's module, which load_module() prefers when it is built.
 SOURCE_KO = Path(__file__).resolve().parent.parent / "kmod" / "deepum.ko"
+# NVIDIA's driver, as far as swapping in a patched nvidia-uvm is concerned.
+SYSFS_NVIDIA = Path("/sys/module/nvidia")
+SYSFS_NVIDIA_UVM = Path("/sys/module/nvidia_uvm")
+UVM_DEVICE = Path("/dev/nvidia-uvm")
 
 BATCH_MAX = constant("DEEPUM_TEST_BATCH_MAX")
 SCOPE_CONTEXT = constant("DEEPUM_SCOPE_CONTEXT")
@@ -268,10 +273,10 @@ def sysfs_stats() -> CoreStats:
     return CoreStats(**{name: values[i] if i < len(values) else 0 for i, name in enumerate(names)})
 
 
-def device_holders() -> list[int]:
-    """Processes other than this one with /dev/deepum open (all of them only as root)."""
+def device_holders(node: Path | None = None) -> list[int]:
+    """Processes other than this one with @node (/dev/deepum) open (all of them only as root)."""
     try:
-        rdev = DEVICE.stat().st_rdev
+        rdev = (DEVICE if node is None else node).stat().st_rdev
     except FileNotFoundError:
         return []
     holders = []
@@ -332,11 +337,44 @@ def _device_monitor() -> Any:
     return monitor
 
 
-def load_module(params: Sequence[str] = (), ko: str | os.PathLike | None = None,
-                timeout: float = 10.0) -> str:
-    """Load deepum.ko with @params (NAME=VALUE): @ko with insmod, else the
-    source tree's kmod/deepum.ko if built, else modprobe.  Returns the device
-    node once udev (or the kernel) announced it."""
+def _modinfo_version(data: bytes) -> str | None:
+    """The version= entry of a .ko's .modinfo section."""
+    m = re.search(rb"(?:^|\0)version=([^\0]+)\0", data)
+    return m.group(1).decode(errors="replace") if m else None
+
+
+def uvm_swap_commands(uvm_ko: str | os.PathLike) -> list[list[str]]:
+    """The commands that replace the running nvidia-uvm with @uvm_ko, a build
+    with deepum's uvm_ext patch (kmod/nvidia/build-uvm), after checking that it
+    is one, that it is the running driver's version, and that no process has
+    /dev/nvidia-uvm open (the stock module could not be removed under it)."""
+    path = Path(uvm_ko)
+    try:
+        running = (SYSFS_NVIDIA / "version").read_text().strip()
+    except FileNotFoundError:
+        raise ModuleError("no NVIDIA driver is loaded (no /sys/module/nvidia)") from None
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModuleError(f"{path}: {e.strerror}") from None
+    if b"uvm_ext_register" not in data:
+        raise ModuleError(f"{path}: not an nvidia-uvm with deepum's patch (no uvm_ext exports); "
+                          "build one with kmod/nvidia/build-uvm")
+    built = _modinfo_version(data)
+    if built != running:
+        raise ModuleError(f"{path} is nvidia-uvm {built or 'of no version'}, the running driver is {running}: "
+                          "build the patch against the running driver's source")
+    holders = device_holders(UVM_DEVICE)
+    if holders:
+        raise ModuleError(f"processes have {UVM_DEVICE} open ({', '.join(map(str, holders))}): "
+                          "stop the CUDA programs first")
+    steps = [["rmmod", "nvidia_uvm"]] if SYSFS_NVIDIA_UVM.exists() else []
+    return steps + [["insmod", str(path)]]
+
+
+def load_commands(params: Sequence[str] = (), ko: str | os.PathLike | None = None,
+                  uvm_ko: str | os.PathLike | None = None) -> list[list[str]]:
+    """What load_module() runs, in order, once its checks passed."""
     _need_root("loading a kernel module")
     if SYSFS_MODULE.exists():
         raise ModuleError("deepum is already loaded (deepumctl unload first)")
@@ -347,12 +385,33 @@ def load_module(params: Sequence[str] = (), ko: str | os.PathLike | None = None,
         ko = SOURCE_KO
     if ko is not None and not Path(ko).is_file():
         raise ModuleError(f"{ko}: no such module file (build it with: make -C kmod)")
-    argv = ["insmod", str(ko), *params] if ko is not None else ["modprobe", "deepum", *params]
+    steps = uvm_swap_commands(uvm_ko) if uvm_ko is not None else []
+    return steps + [["insmod", str(ko), *params] if ko is not None else ["modprobe", "deepum", *params]]
+
+
+def load_module(params: Sequence[str] = (), ko: str | os.PathLike | None = None,
+                timeout: float = 10.0, uvm_ko: str | os.PathLike | None = None) -> str:
+    """Load deepum.ko with @params (NAME=VALUE): @ko with insmod, else the
+    source tree's kmod/deepum.ko if built, else modprobe; with @uvm_ko, swap
+    that patched nvidia-uvm in first (uvm_swap_commands()).  Returns the
+    device node once udev (or the kernel) announced it.  If the swap fails
+    half-way, the stock nvidia-uvm is put back."""
+    steps = load_commands(params, ko, uvm_ko)
+    *swap, argv = steps
+    for step in swap:
+        result = _run(step, capture_output=True, text=True)
+        if result.returncode:
+            why = f"{' '.join(step)}: {result.stderr.strip() or 'failed'}"
+            if step[0] == "insmod":
+                _run(["modprobe", "nvidia_uvm"], capture_output=True, text=True)
+                why += "; the stock nvidia-uvm was loaded back"
+            raise ModuleError(why)
 
     monitor = _device_monitor()  # before loading: the event cannot be missed
     result = _run(argv, capture_output=True, text=True)
     if result.returncode:
-        hint = "" if ko is not None else "; deepum.ko is neither built here (make -C kmod) nor installed"
+        hint = "" if ko is not None or SOURCE_KO.is_file() else \
+            "; deepum.ko is neither built here (make -C kmod) nor installed"
         raise ModuleError(f"{' '.join(argv)}: {result.stderr.strip() or 'failed'}{hint}")
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
@@ -385,11 +444,16 @@ def _stop_holders(pids: list[int], timeout: float) -> None:
             os.close(fd)
 
 
-def unload_module(force: bool = False, timeout: float = 10.0) -> None:
+# Putting the driver's own nvidia-uvm back after deepum is gone.
+RESTORE_UVM_COMMANDS = [["rmmod", "nvidia_uvm"], ["modprobe", "nvidia_uvm"]]
+
+
+def unload_module(force: bool = False, timeout: float = 10.0, restore_uvm: bool = False) -> None:
     """rmmod deepum.  Refuses while contexts are attached; @force first
     stops (SIGTERM) every process holding /dev/deepum open and waits up to
     @timeout for them.  Never forces the kernel: it refuses while any file is
-    open, and deepumctl never unloads under an open file."""
+    open, and deepumctl never unloads under an open file.  With
+    @restore_uvm, then the stock nvidia-uvm replaces the patched one."""
     _need_root("unloading a kernel module")
     if not SYSFS_MODULE.exists():
         raise ModuleError("deepum is not loaded")
@@ -404,3 +468,14 @@ def unload_module(force: bool = False, timeout: float = 10.0) -> None:
     if result.returncode:
         users = (SYSFS_MODULE / "refcnt").read_text().strip() if SYSFS_MODULE.exists() else "?"
         raise ModuleError(f"rmmod deepum: {result.stderr.strip() or 'failed'} ({users} user(s) left)")
+    if restore_uvm:
+        holders = device_holders(UVM_DEVICE)
+        if holders:
+            raise ModuleError(f"deepum unloaded, but processes have {UVM_DEVICE} open "
+                              f"({', '.join(map(str, holders))}): stop them, then deepumctl unload --restore-uvm")
+        for step in RESTORE_UVM_COMMANDS:
+            if step[0] == "rmmod" and not SYSFS_NVIDIA_UVM.exists():
+                continue
+            result = _run(step, capture_output=True, text=True)
+            if result.returncode:
+                raise ModuleError(f"{' '.join(step)}: {result.stderr.strip() or 'failed'}")

@@ -325,6 +325,86 @@ def test_load_refusals(kmod: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, t
         devmod.load_module()
 
 
+@pytest.fixture
+def driver(kmod: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SimpleNamespace:
+    """The NVIDIA driver 580.159.04 running, its nvidia-uvm loaded, and a
+    patched build of the same version (a stand-in .ko: the bytes the checks read)."""
+    nvidia, uvm_mod = tmp_path / "sys-nvidia", tmp_path / "sys-nvidia_uvm"
+    nvidia.mkdir()
+    uvm_mod.mkdir()
+    (nvidia / "version").write_text("580.159.04\n")
+    ko = tmp_path / "nvidia-uvm.ko"
+    ko.write_bytes(b"\x7fELF...__ksymtab_uvm_ext_register\0...\0version=580.159.04\0license=Dual MIT/GPL\0")
+    deepum = tmp_path / "deepum.ko"
+    deepum.write_bytes(b"")
+    holders: list[int] = []
+    monkeypatch.setattr(devmod, "SYSFS_NVIDIA", nvidia)
+    monkeypatch.setattr(devmod, "SYSFS_NVIDIA_UVM", uvm_mod)
+    monkeypatch.setattr(devmod, "device_holders", lambda node=None: holders if node == devmod.UVM_DEVICE else [])
+    return SimpleNamespace(kmod=kmod, ko=ko, deepum=deepum, nvidia=nvidia, uvm_mod=uvm_mod, holders=holders)
+
+
+def test_load_swaps_in_the_patched_nvidia_uvm_first(driver: SimpleNamespace) -> None:
+    want = [["rmmod", "nvidia_uvm"], ["insmod", str(driver.ko)], ["insmod", str(driver.deepum)]]
+    assert devmod.load_commands(ko=driver.deepum, uvm_ko=driver.ko) == want
+    assert driver.kmod.argv == []  # checking runs nothing
+    assert devmod.load_module(ko=driver.deepum, uvm_ko=driver.ko) == "/dev/deepum"
+    assert driver.kmod.argv == want
+
+
+def test_the_swap_refuses_what_cannot_work(driver: SimpleNamespace, tmp_path: Path) -> None:
+    stock = tmp_path / "stock.ko"
+    stock.write_bytes(b"\0version=580.159.04\0")
+    with pytest.raises(ModuleError, match="not an nvidia-uvm with deepum's patch"):
+        devmod.load_commands(ko=driver.deepum, uvm_ko=stock)
+    (driver.nvidia / "version").write_text("580.95.05\n")
+    with pytest.raises(ModuleError, match="is nvidia-uvm 580.159.04, the running driver is 580.95.05"):
+        devmod.load_commands(ko=driver.deepum, uvm_ko=driver.ko)
+    (driver.nvidia / "version").write_text("580.159.04\n")
+    driver.holders.append(4242)
+    with pytest.raises(ModuleError, match="open \\(4242\\): stop the CUDA programs first"):
+        devmod.load_commands(ko=driver.deepum, uvm_ko=driver.ko)
+    driver.holders.clear()
+    (driver.nvidia / "version").unlink()
+    with pytest.raises(ModuleError, match="no NVIDIA driver is loaded"):
+        devmod.load_commands(ko=driver.deepum, uvm_ko=driver.ko)
+    assert driver.kmod.argv == []
+
+
+def test_a_failed_swap_puts_the_stock_nvidia_uvm_back(driver: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess:
+        driver.kmod.argv.append(argv)
+        failed = argv[0] == "insmod" and argv[1] == str(driver.ko)
+        return subprocess.CompletedProcess(argv, int(failed), "", "Invalid module format" if failed else "")
+
+    monkeypatch.setattr(devmod, "_run", run)
+    with pytest.raises(ModuleError, match="Invalid module format; the stock nvidia-uvm was loaded back"):
+        devmod.load_module(ko=driver.deepum, uvm_ko=driver.ko)
+    assert driver.kmod.argv == [["rmmod", "nvidia_uvm"], ["insmod", str(driver.ko)], ["modprobe", "nvidia_uvm"]]
+
+
+def test_load_dry_run_prints_every_command(driver: SimpleNamespace) -> None:
+    result = CliRunner().invoke(cli, ["load", "--dry-run", "--ko", str(driver.deepum), "--uvm-ko", str(driver.ko),
+                                      "fault_queue_len=4096"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["rmmod nvidia_uvm", f"insmod {driver.ko}",
+                                          f"insmod {driver.deepum} fault_queue_len=4096"]
+    result = CliRunner().invoke(cli, ["load", "--dry-run", "--json", "--uvm-ko", str(driver.ko)])
+    assert json.loads(result.output)["commands"][:2] == [["rmmod", "nvidia_uvm"], ["insmod", str(driver.ko)]]
+    assert driver.kmod.argv == []
+
+
+def test_unload_restores_the_stock_nvidia_uvm(sysfs: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    argv: list[list[str]] = []
+    monkeypatch.setattr(devmod, "_run", lambda a, **_: argv.append(a) or subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(devmod, "device_holders", lambda node=None: [])
+    monkeypatch.setattr(devmod, "SYSFS_NVIDIA_UVM", tmp_path)  # loaded
+    (sysfs.device / "contexts").write_text("0\n")
+    devmod.unload_module(restore_uvm=True)
+    assert argv == [["rmmod", "deepum"], ["rmmod", "nvidia_uvm"], ["modprobe", "nvidia_uvm"]]
+
+
 def test_unload(sysfs: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     argv = []
     monkeypatch.setattr(devmod, "_run", lambda a, **_: argv.append(a) or subprocess.CompletedProcess(a, 0, "", ""))

@@ -36,14 +36,31 @@ def fail_on_device_errors(fn):
 @click.argument("params", nargs=-1, metavar="[NAME=VALUE]...")
 @click.option("--ko", type=click.Path(dir_okay=False),
               help="deepum.ko to insmod [default: kmod/deepum.ko of this tree if built, else modprobe deepum].")
+@click.option("--uvm-ko", type=click.Path(dir_okay=False),
+              help="Swap this patched nvidia-uvm.ko (kmod/nvidia/build-uvm) in first, in place of the "
+                   "running one; checked against the running driver's version, refused while "
+                   "/dev/nvidia-uvm is open.")
 @click.option("--timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait for /dev/deepum to appear.")
+@click.option("--dry-run", is_flag=True, help="Make every check, print the commands, run none.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @fail_on_device_errors
-def load_cmd(params, ko, timeout):
+def load_cmd(params, ko, uvm_ko, timeout, dry_run, as_json):
     """Load the kernel module with module parameters (NAME=VALUE, e.g.
-    enable_test_ioctls=1 fault_queue_len=65536); needs root."""
-    node = devmod.load_module(params, ko=ko, timeout=timeout)
-    click.echo(f"deepum loaded: {node}")
+    enable_test_ioctls=1 fault_queue_len=65536); needs root.  docs/INSTALL.md
+    says how to undo it."""
+    if dry_run:
+        steps = devmod.load_commands(params, ko=ko, uvm_ko=uvm_ko)
+        if as_json:
+            emit_json({"commands": steps})
+        else:
+            click.echo("\n".join(" ".join(step) for step in steps))
+        return
+    node = devmod.load_module(params, ko=ko, timeout=timeout, uvm_ko=uvm_ko)
+    if as_json:
+        emit_json({"device": node})
+    else:
+        click.echo(f"deepum loaded: {node}")
 
 
 @click.command("unload")
@@ -51,11 +68,12 @@ def load_cmd(params, ko, timeout):
               help="Stop (SIGTERM) the processes holding /dev/deepum open first, instead of refusing.")
 @click.option("--timeout", type=float, default=10.0, show_default=True,
               help="With --force: seconds to wait for them to exit.")
+@click.option("--restore-uvm", is_flag=True, help="Then put the driver's own nvidia-uvm back.")
 @fail_on_device_errors
-def unload_cmd(force, timeout):
+def unload_cmd(force, timeout, restore_uvm):
     """Unload the kernel module; refuses while contexts are attached.  Needs root."""
-    devmod.unload_module(force=force, timeout=timeout)
-    click.echo("deepum unloaded")
+    devmod.unload_module(force=force, timeout=timeout, restore_uvm=restore_uvm)
+    click.echo("deepum unloaded" + (", stock nvidia-uvm loaded" if restore_uvm else ""))
 
 
 @click.command("status")
