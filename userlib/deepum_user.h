@@ -289,6 +289,10 @@ struct fault_event {
 
 /* CLOCK_MONOTONIC_RAW in ns: the UVM queue's CPU clock. */
 u64 engine_clock_ns(void);
+/* Call @accept on each of the process's descriptors of CUDA's UVM file
+ * (DEEPUM_UVM_DEVICE) until it returns true; whether one did.  CUDA may hold
+ * two, and only the initialised one (the VA space) is accepted anywhere. */
+bool uvm_fd_find(bool (*accept)(int fd, void *arg), void *arg);
 /* Start the source DEEPUM_FAULTS asks for on @device; on failure @why says why. */
 bool faults_start(CUdevice device, char *why, size_t size);
 /* "uvm-tools", "cupti": the one started; NULL if none was. */

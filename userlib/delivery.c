@@ -25,12 +25,10 @@
  * driver asked, for the launch's own stream.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -89,38 +87,27 @@ bool delivery_attach(const char *device_path, const char **reason)
 /*
  * The module learns this process's GPU faults once its context is bound to
  * CUDA's nvidia-uvm VA space (DEEPUM_IOC_BIND_UVM).  CUDA opens that file
- * with its first context, so this runs at the first launch.  CUDA may hold
- * two /dev/nvidia-uvm files; only the initialised one is accepted.  Failing
- * costs prefetching only: the program runs on, with one warning.
+ * with its first context, so this runs at the first launch.  Failing costs
+ * prefetching only: the program runs on, with one warning.
  */
+static bool bind_uvm_fd(int fd, void *arg)
+{
+	struct deepum_bind_uvm req = { .fd = (u32)fd };
+	int *err = arg;
+
+	if (*err == ENODEV)
+		return false;	/* the module has no nvidia-uvm backend */
+	if (ioctl(deepum.device_fd, DEEPUM_IOC_BIND_UVM, &req) == 0)
+		return true;
+	*err = errno;
+	return false;
+}
+
 static void bind_uvm(void)
 {
-	DIR *fds = opendir("/proc/self/fd");
-	struct dirent *d;
 	int err = ENOENT;
 
-	while (fds && (d = readdir(fds))) {
-		char link[32 + sizeof(d->d_name)], target[sizeof(deepum.uvm_device_path)];
-		struct deepum_bind_uvm req = { .fd = (u32)atoi(d->d_name) };
-		ssize_t n;
-
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", d->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		if (n <= 0)
-			continue;
-		target[n] = '\0';
-		if (strcmp(target, deepum.uvm_device_path) != 0)
-			continue;
-		if (ioctl(deepum.device_fd, DEEPUM_IOC_BIND_UVM, &req) == 0) {
-			deepum.uvm_bound = true;
-			break;
-		}
-		err = errno;
-		if (err == ENODEV)
-			break;	/* the module has no nvidia-uvm backend */
-	}
-	if (fds)
-		closedir(fds);
+	deepum.uvm_bound = uvm_fd_find(bind_uvm_fd, &err);
 	if (!deepum.uvm_bound) {
 		char message[256];
 

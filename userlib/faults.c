@@ -82,42 +82,50 @@ static void uvm_stop(void)
 	uvm.control = NULL;
 }
 
-/* A tracker on the first of the process's UVM files that takes one: CUDA
- * may hold two, and only the VA-space one is accepted. */
-static bool uvm_attach_tracker(void)
+bool uvm_fd_find(bool (*accept)(int fd, void *arg), void *arg)
 {
 	DIR *fds = opendir("/proc/self/fd");
 	struct dirent *d;
-	bool attached = false;
+	bool found = false;
 
 	if (!fds)
 		return false;
-	while (!attached && (d = readdir(fds))) {
+	while (!found && (d = readdir(fds))) {
 		char link[32 + sizeof(d->d_name)], target[sizeof(deepum.uvm_device_path)];
-		int fd = atoi(d->d_name);
 		ssize_t n;
 
 		snprintf(link, sizeof(link), "/proc/self/fd/%s", d->d_name);
 		n = readlink(link, target, sizeof(target) - 1);
-		if (n <= 0 || fd == uvm.tools_fd)
+		if (n <= 0)
 			continue;
 		target[n] = '\0';
-		if (strcmp(target, deepum.uvm_device_path) != 0)
-			continue;
-		struct uvm_init_event_tracker init = {
-			.queue_buffer = (u64)(uintptr_t)uvm.queue,
-			.queue_entries = UVM_QUEUE_ENTRIES,
-			.control_buffer = (u64)(uintptr_t)uvm.control,
-			.uvm_fd = (u32)fd,
-		};
-
-		if (ioctl(uvm.tools_fd, UVM_TOOLS_INIT_EVENT_TRACKER_V2, &init) == 0 && init.rm_status == 0) {
-			uvm.uvm_fd = fd;
-			attached = true;
-		}
+		if (strcmp(target, deepum.uvm_device_path) == 0)
+			found = accept(atoi(d->d_name), arg);
 	}
 	closedir(fds);
-	return attached;
+	return found;
+}
+
+static bool uvm_tracker_on(int fd, void *arg __attribute__((unused)))
+{
+	struct uvm_init_event_tracker init = {
+		.queue_buffer = (u64)(uintptr_t)uvm.queue,
+		.queue_entries = UVM_QUEUE_ENTRIES,
+		.control_buffer = (u64)(uintptr_t)uvm.control,
+		.uvm_fd = (u32)fd,
+	};
+
+	if (fd == uvm.tools_fd || ioctl(uvm.tools_fd, UVM_TOOLS_INIT_EVENT_TRACKER_V2, &init) != 0 ||
+	    init.rm_status != 0)
+		return false;
+	uvm.uvm_fd = fd;
+	return true;
+}
+
+/* A tracker on the first of the process's UVM files that takes one. */
+static bool uvm_attach_tracker(void)
+{
+	return uvm_fd_find(uvm_tracker_on, NULL);
 }
 
 static bool uvm_start(char *why, size_t size)
