@@ -206,6 +206,17 @@ def test_a_horizon_changes_the_victims_and_keeps_the_budget(tmp_path):
     assert "DEEPUM_HORIZON_KERNELS=100000 is outside" in bad.stderr and bad.returncode == 0
 
 
+def test_the_engine_learns_a_loop_the_program_does_not_mark(tmp_path):
+    r, _ = engine(tmp_path, "layers-unmarked", "12", str(LAYERS))
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    detected = r.stats["counters"]["iterations_detected"]
+    per_iteration = iterations(r)
+    assert detected >= 8 and len(per_iteration) == detected
+    assert [it["launches_fed"] for it in per_iteration] == [2 * LAYERS] * detected
+    assert [it["faults_fed"] for it in per_iteration][-4:] == [0, 0, 0, 0]
+    assert peak_resident_blocks(r) <= BUDGET_BLOCKS
+
+
 def test_demand_mode_evicts_on_faults_only_and_prefetches_nothing(tmp_path):
     r, _ = layers(tmp_path, env={"DEEPUM_MODE": "demand"})
     c = counters(r)

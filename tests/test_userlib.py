@@ -285,6 +285,22 @@ def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
     assert ids == [0, 1, 1, 0, 0, 2, 0]
 
 
+def test_iterations_are_found_when_the_program_marks_none(tmp_path):
+    """12 unmarked steps of 8 layers (16 launches, each exec ID once per step):
+    the period is settled in the third step, and every later step is marked
+    where it begins, with its launches counted in it."""
+    r = run_app(tmp_path, "symbol", "layers-unmarked", "12", "8", env={"DEEPUM_MODE": "observe"})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    detected = r.stats["counters"]["iterations_detected"]
+    assert detected == 9
+    assert [it["launches"] for it in r.stats["iterations"]] == [16] * detected
+    assert all(it["exec_hits"] == 16 for it in r.stats["iterations"])
+    assert r.stats["setup"]["launches"] == 16 * (12 - detected)
+    marked = run_app(tmp_path, "symbol", "layers", "12", "8", env={"DEEPUM_MODE": "observe"})
+    assert marked.stats["counters"]["iterations_detected"] == 0  # the program's own marks win
+    assert len(marked.stats["iterations"]) == 13
+
+
 def test_without_cudas_uvm_file_the_module_sees_launches_only(tmp_path):
     """A module that takes no GPU faults (no UVM file bound) is worth one
     warning, not a failure: the exec IDs still go to it."""

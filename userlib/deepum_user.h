@@ -69,7 +69,8 @@ enum deepum_delivery {
 	X(allocs_fallback)		/* managed allocation failed: device memory instead */ \
 	X(allocs_over_limit)		/* ... or would pass DEEPUM_MANAGED_LIMIT */           \
 	X(frees_reported)		/* frees reported before the real free */              \
-	X(frees_unknown)		/* frees of an address the driver did not know */
+	X(frees_unknown)		/* frees of an address the driver did not know */ \
+	X(iterations_detected)		/* marks made by iterations.c, not the program */
 
 struct deepum_counters {
 #define COUNTER_FIELD(name) _Atomic u64 name;
@@ -293,6 +294,12 @@ u64 engine_clock_ns(void);
  * (DEEPUM_UVM_DEVICE) until it returns true; whether one did.  CUDA may hold
  * two, and only the initialised one (the VA space) is accepted anywhere. */
 bool uvm_fd_find(bool (*accept)(int fd, void *arg), void *arg);
+
+/* iterations.c: marks for programs that make none. */
+void iterations_launch(u32 exec_id);
+void iterations_program_marks(void);
+/* stats.c: an iteration mark iterations.c detected. */
+void deepum_mark_detected_iteration(void);
 /* Start the source DEEPUM_FAULTS asks for on @device; on failure @why says why. */
 bool faults_start(CUdevice device, char *why, size_t size);
 /* "uvm-tools", "cupti": the one started; NULL if none was. */

@@ -354,6 +354,7 @@ static void launch_before(struct launch *l)
 		else
 			COUNT(launches_unidentified, 1);
 	}
+	iterations_launch(l->exec_id);	/* a detected mark goes before the launch */
 	delivery_enqueue(l);
 	engine_lockstep();
 }

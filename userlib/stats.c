@@ -41,17 +41,36 @@ static struct snapshot snapshot_now(void)
  * next.  The tracer starts, marks and stops here too, and the engine counts
  * its iterations from here (once the GPU gets to the mark).
  */
-DEEPUM_EXPORT void deepum_mark_iteration(void)
+/* @inside: the launch the iteration begins with is counted already (as a
+ * launch of a known exec ID): it belongs to the new iteration. */
+static void mark_iteration(bool inside)
 {
 	u32 i;
 
 	if (!deepum_active())
 		return;
 	i = atomic_fetch_add(&nmarks, 1);
-	if (i < ITERATIONS_MAX)
+	if (i < ITERATIONS_MAX) {
 		marks[i] = snapshot_now();
+		marks[i].launches -= inside;
+		marks[i].exec_hits -= inside;
+	}
 	tracer_mark();
 	engine_mark_iteration();
+}
+
+DEEPUM_EXPORT void deepum_mark_iteration(void)
+{
+	iterations_program_marks();
+	mark_iteration(false);
+}
+
+/* Without the program's marks, iterations.c finds where its iterations
+ * begin: called from inside the launch that begins one. */
+void deepum_mark_detected_iteration(void)
+{
+	COUNT(iterations_detected, 1);
+	mark_iteration(true);
 }
 
 static void write_interval(FILE *f, struct snapshot from, struct snapshot to)

@@ -245,12 +245,15 @@ static void gather(struct gather_args g, int flags, int through_buffer)
 				through_buffer ? extra : NULL), "cuLaunchKernel gather");
 }
 
-/* deepum_mark_iteration(), if libdeepum is loaded. */
+/* deepum_mark_iteration(), if libdeepum is loaded, unless the scenario is an
+ * unmarked one (a program that knows nothing of deepum). */
+static int unmarked;
+
 static void mark_iteration(void)
 {
 	void (*mark)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "deepum_mark_iteration");
 
-	if (mark)
+	if (mark && !unmarked)
 		mark();
 }
 
@@ -592,7 +595,7 @@ static int usage(void)
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
 			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
 			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n"
-			"  | layers N L | layers-frees N L\n");
+			"  | layers N L | layers-frees N L | layers-unmarked N L\n");
 	return 2;
 }
 
@@ -653,6 +656,8 @@ int main(int argc, char **argv)
 		scenario_layers(n, m, 0);
 	else if (strcmp(scenario, "layers-frees") == 0)
 		scenario_layers(n, m, 1);
+	else if (strcmp(scenario, "layers-unmarked") == 0)
+		unmarked = 1, scenario_layers(n, m, 0);
 	else
 		return usage();
 	printf("ok %s\n", scenario);
