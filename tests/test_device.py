@@ -394,6 +394,33 @@ def test_load_dry_run_prints_every_command(driver: SimpleNamespace) -> None:
     assert driver.kmod.argv == []
 
 
+def test_build_runs_the_patch_build_then_deepum_against_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pydeepum import build as buildmod
+
+    src = tmp_path / "nvidia-open-kernel-source.deb"
+    src.write_bytes(b"")
+    out = tmp_path / "out"
+    runs: list[list[str]] = []
+    monkeypatch.setattr(buildmod, "_run", lambda a, **_: runs.append(a) or subprocess.CompletedProcess(a, 0, "", ""))
+    result = CliRunner().invoke(cli, ["build", "--nvidia-src", str(src), "--out", str(out), "--kver", "6.1.0-57-amd64"])
+    assert result.exit_code == 0, result.output
+    assert [Path(a[0]).name for a in runs] == ["build-uvm", "make"]
+    assert runs[0][1:] == [f"NVIDIA_SRC={src}", f"O={out}", "KVER=6.1.0-57-amd64"]
+    assert f"DEEPUM_UVM_EXT={out}/src/nvidia-uvm" in runs[1]
+    assert f"KBUILD_EXTRA_SYMBOLS={out}/src/Module.symvers" in runs[1]
+    assert f"deepumctl load --uvm-ko {out}/src/nvidia-uvm.ko" in result.output
+    runs.clear()
+    dry = CliRunner().invoke(cli, ["build", "--nvidia-src", str(src), "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0 and runs == [] and len(dry.output.splitlines()) == 2
+
+    monkeypatch.setattr(buildmod, "_run", lambda a, **_: subprocess.CompletedProcess(a, 2, "", "build-uvm: no patch "
+                                                                                     "series for driver 550.54.14"))
+    failed = CliRunner().invoke(cli, ["build", "--nvidia-src", str(src), "--out", str(out)])
+    assert failed.exit_code == 2 and "no patch series for driver 550.54.14" in failed.output
+    missing = CliRunner().invoke(cli, ["build", "--nvidia-src", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "no such NVIDIA source" in missing.output
+
+
 def test_unload_restores_the_stock_nvidia_uvm(sysfs: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path) -> None:
     argv: list[list[str]] = []

@@ -9,6 +9,7 @@ import time
 
 import click
 
+from .. import build as buildmod
 from .. import device as devmod
 from ..config import Config
 from ..errors import DeepumInputError, DeviceError
@@ -61,6 +62,30 @@ def load_cmd(params, ko, uvm_ko, timeout, dry_run, as_json):
         emit_json({"device": node})
     else:
         click.echo(f"deepum loaded: {node}")
+
+
+@click.command("build")
+@click.option("--nvidia-src", required=True, type=click.Path(),
+              help="NVIDIA's open kernel module source of the running driver (a kernel-open tree, an "
+                   "open-gpu-kernel-modules checkout, or Debian's nvidia-open-kernel-source .deb).")
+@click.option("--out", type=click.Path(file_okay=False), help="Build directory [default: build/nvidia].")
+@click.option("--kver", help="Kernel version to build for [default: the running one].")
+@click.option("--dry-run", is_flag=True, help="Print the commands, run none.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@fail_on_device_errors
+def build_cmd(nvidia_src, out, kver, dry_run, as_json):
+    """Build the patched nvidia-uvm and deepum.ko with its UVM backend
+    (docs/INSTALL.md); then deepumctl load --uvm-ko swaps them in."""
+    plan = buildmod.build_plan(nvidia_src, out=out, kver=kver)
+    if not dry_run:
+        buildmod.build(plan)
+    if as_json:
+        emit_json(dataclasses.asdict(plan) | {"built": not dry_run})
+    elif dry_run:
+        click.echo("\n".join(" ".join(argv) for argv in plan.commands))
+    else:
+        click.echo(f"built {plan.uvm_ko} and {plan.deepum_ko}\n"
+                   f"next: sudo deepumctl load --uvm-ko {plan.uvm_ko} --ko {plan.deepum_ko}")
 
 
 @click.command("unload")
@@ -190,4 +215,4 @@ def config_set(fields, defaults, as_json):
         _show_config(dev.configure(cfg, defaults=True), as_json)
 
 
-MODULE_COMMANDS = (load_cmd, unload_cmd, status_cmd, stats_cmd, config_group)
+MODULE_COMMANDS = (build_cmd, load_cmd, unload_cmd, status_cmd, stats_cmd, config_group)
