@@ -57,6 +57,21 @@ def test_keeping_memory_across_iterations_charges_the_evictions_a_flush_hid():
     assert trace.records["flags"][trace.records["type"] == ITERATION].tolist() == [1, 1, 1, ITER_END]
 
 
+def test_no_iteration_has_more_useful_prefetches_than_it_issued():
+    # Eight kernels of one block each, looping with memory kept and room for
+    # four: prefetches issued near an iteration's end serve the next one, and
+    # count for the iteration that issued them.
+    recs = []
+    for it in range(6):
+        recs.append(rec(ITERATION, aux=it))
+        for k in range(8):
+            recs += [rec(LAUNCH, exec_id=k, length=MS), rec(FAULT, blk(10 + k), BLOCK, exec_id=k, aux=1)]
+    recs.append(rec(ITERATION, aux=6, flags=ITER_END))
+    its = run(trace_of(*recs), "deepum", 4 * BLOCK)
+    assert sum(it.prefetches for it in its) > 0 and sum(it.useful for it in its) > 0
+    assert all(it.useful <= it.prefetches for it in its), [(it.useful, it.prefetches) for it in its]
+
+
 def test_uvm_fault_is_rounds_then_copy():
     it = run(one_kernel([5]), "uvm")[0]
     # 32 pages of 64 KiB; the tree prefetcher stops faults after 51%: 17 rounds.

@@ -12,7 +12,7 @@
 struct sim_block {
 	__u64 arrival_ns;	/* when its copy lands (resident blocks) */
 	__u64 next_use;		/* ORACLE: record index of its next access */
-	__u32 pending;		/* prefetched and not touched yet */
+	__u32 pending;		/* prefetched and not touched yet: 1 + the iteration that prefetched it */
 };
 
 struct dum_sim {
@@ -58,6 +58,19 @@ static __u64 max64(__u64 a, __u64 b)
 static struct dum_sim_iteration *cur(struct dum_sim *s)
 {
 	return &s->iv[s->iv_len - 1];
+}
+
+/* A prefetch is useful to the iteration that issued it, whenever it is used. */
+static void prefetched(struct dum_sim *s, struct sim_block *b)
+{
+	b->pending = s->iv_len;
+}
+
+static void touched(struct dum_sim *s, struct sim_block *b)
+{
+	if (b->pending)
+		s->iv[b->pending - 1].useful++;
+	b->pending = 0;
 }
 
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
@@ -251,7 +264,7 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
 
 		if (slot != DUM_NIL) {
 			s->blocks[slot].arrival_ns = done;
-			s->blocks[slot].pending = 1;
+			prefetched(s, &s->blocks[slot]);
 		}
 	}
 }
@@ -315,8 +328,7 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		return -ENOMEM;
 	b = &s->blocks[slot];
 	if (deepum_core_is_resident(s->core, rec->addr)) {
-		cur(s)->useful += b->pending;
-		b->pending = 0;
+		touched(s, b);
 		if (b->arrival_ns <= s->now)
 			return 0;
 		/* Late: the GPU faults and waits for the copy in flight. */
@@ -420,7 +432,7 @@ static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u6
 	dum_residency_touch(&s->res, slot);
 	s->h2d_free = max64(s->h2d_free, s->now) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
 	b->arrival_ns = s->h2d_free;
-	b->pending = 1;
+	prefetched(s, b);
 	b->next_use = next_use;
 	cur(s)->h2d_bytes += 1ULL << s->shift;
 	cur(s)->prefetches++;
@@ -459,8 +471,7 @@ static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, co
 		slot = dum_residency_find(&s->res, blk);
 	}
 	s->blocks[slot].next_use = next_use[i];
-	cur(s)->useful += s->blocks[slot].pending;
-	s->blocks[slot].pending = 0;
+	touched(s, &s->blocks[slot]);
 	if (s->blocks[slot].arrival_ns > s->now) {
 		cur(s)->late++;
 		cur(s)->late_stall_ns += s->blocks[slot].arrival_ns - s->now;
