@@ -28,11 +28,12 @@
  * Residency.  The core mirrors what nvidia-uvm holds on the GPU, in least
  * recently migrated order, against a capacity.  Pre-eviction keeps
  * watermark_blocks free by evicting the oldest blocks that no window kernel
- * needs; a fault that still finds memory full is charged a demand eviction
- * of the oldest block, as the driver would do.  The window is measured in
- * "launch clock" ticks: a block predicted for the kernel expected at tick t is
- * protected while the clock is <= t.  A reset jumps the clock past every
- * outstanding protection.
+ * needs (with DEEPUM_CFG_F_HORIZON, preferring those the kernels beyond the
+ * window need last: find_victim()); a fault that still finds memory full is
+ * charged a demand eviction of the oldest block, as the driver would do.
+ * The window is measured in "launch clock" ticks: a block predicted for the
+ * kernel expected at tick t is protected while the clock is <= t.  A reset
+ * jumps the clock past every outstanding protection.
  *
  * Invalidation.  A FREE marks the blocks it covers entirely as dead: resident
  * ones are discarded (no write-back) and dead blocks are never prefetched
