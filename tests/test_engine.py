@@ -344,10 +344,12 @@ def test_deepumctl_run_sets_the_budget_and_summarises_the_engine(tmp_path):
     environ.update(LD_LIBRARY_PATH=str(FAKE), DEEPUM_DEVICE=str(tmp_path / "no-such-device"),
                    DEEPUM_CUPTI=str(FAKE_CUPTI), DEEPUM_UVM_TOOLS=str(tmp_path / "none"))
     done = subprocess.run([sys.executable, "-c", "from pydeepum.cli import cli; cli()", "run", "--mode", "demand",
-                           "--capacity", "48M", "--", "./cuda_app", "symbol", "layers", "4", str(LAYERS)],
+                           "--capacity", "48M", "--", "./cuda_app", "symbol", "layers-unmarked", "12", str(LAYERS)],
                           env=environ, capture_output=True, text=True, timeout=60, cwd=FAKE)
     assert done.returncode == 0, done.stderr
     assert "mode demand" in done.stderr and "engine: fault source cupti, budget 0.05 GiB" in done.stderr
+    assert "(9 iterations found without the program's marks)" in done.stderr
+    assert re.search(r"faults [\d,]+ events, [\d,]+ missed blocks, [\d,]+ late prefetches", done.stderr), done.stderr
 
 
 # ---- scripts/bench_train's plumbing, without a GPU ------------------------------------------

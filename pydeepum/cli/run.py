@@ -27,8 +27,10 @@ def summary_lines(result: RunResult) -> list[str]:
                  f"known-ID hits {hits / launches:.1%}" if launches else "  launches 0")
     steady = result.steady_state()
     if steady["launches"]:
+        detected = t.get("iterations_detected", 0)
         lines.append(f"  iterations from the 2nd on: {steady['iterations']}, launches {steady['launches']:,}, "
-                     f"known-ID hits {steady['exec_hits'] / steady['launches']:.2%}")
+                     f"known-ID hits {steady['exec_hits'] / steady['launches']:.2%}"
+                     + (f" ({detected:,} iterations found without the program's marks)" if detected else ""))
     untracked = t.get("exec_untracked", 0) + t.get("launches_unidentified", 0)
     if untracked:
         lines.append(f"  untracked launches {untracked:,} (a table was full or a kernel had no name)")
@@ -54,7 +56,8 @@ def engine_lines(engine: dict) -> list[str]:
             f"    prefetched {c['prefetch_blocks']:,} blocks in {c['prefetch_ranges']:,} ranges, "
             f"{c['prefetch_calls'] + c['fallback_calls']:,} calls; evicted {c['evict_blocks']:,} "
             f"(+{c['demand_evictions']:,} on demand, {c['discard_blocks']:,} dead)",
-            f"    faults {c['fault_events']:,} events, {c['faults_fed'] + c['transfer_faults_fed']:,} learned; "
+            f"    faults {c['fault_events']:,} events, {c['faults_fed'] + c['transfer_faults_fed']:,} missed blocks, "
+            f"{c.get('late_faults_fed', 0):,} late prefetches; "
             f"launches {c['launches_fed']:,} ({c['launches_lost']:,} lost); "
             f"GPU seen over budget in {c['budget_violation_rounds']:,} rounds; "
             f"engine CPU {engine['cpu_ns'] / 1e9:.2f} s"]
