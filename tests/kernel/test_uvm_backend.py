@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import klib
-from _deepum_uapi import ffi, lib
+from _deepum_uapi import lib
 
 UVM = Path(os.environ.get("DEEPUM_QEMU_OUT", "/nonexistent")) / "uvm"
 FAKE_DEV = "/dev/deepum_fake_uvm"
@@ -50,19 +50,13 @@ IOC_CALLS = klib.ioc(klib.RW, 2, ctypes.sizeof(Calls), magic=ord("U"))
 IOC_ID = klib.ioc(lib._IOC_READ, 3, 4, magic=ord("U"))
 
 
-def _load_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        if lib.finit_module(f.fileno(), b"", 0):
-            raise OSError(ffi.errno, f"finit_module({path})")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def uvm_modules():
     """The stand-in provider and deepum.ko built with the UVM backend, test ioctls
     off (with them, contexts use the recording backend); put back after."""
     assert klib.unload() == 0
     try:
-        _load_file(UVM / "fakeuvm" / "fake_uvm.ko")
+        klib.load(UVM / "fakeuvm" / "fake_uvm.ko")
         klib.load(UVM / "kmod" / "deepum.ko")
         yield
     finally:
@@ -217,5 +211,5 @@ def test_the_module_cannot_leave_while_the_provider_needs_it_and_unloads_after()
     assert klib.unload("fake_uvm") == errno.EWOULDBLOCK  # deepum imports its symbols
     assert klib.unload() == 0
     assert klib.unload("fake_uvm") == 0
-    _load_file(UVM / "fakeuvm" / "fake_uvm.ko")
+    klib.load(UVM / "fakeuvm" / "fake_uvm.ko")
     klib.load(UVM / "kmod" / "deepum.ko")
