@@ -14,7 +14,7 @@
  * reserved fields left out:
  *
  *   records launches faults faults_resident prefetches prefetch_bytes
- *   evictions demand_evictions discards invalidated_bytes skipped_invalid
+ *   evictions demand_evictions discards invalidated_bytes revived_dead
  *   window_resets exec_stand_ins walks walk_entries walk_truncated
  *   window_full corr_inserts corr_replacements exec_ignored blocks_untracked
  *   resident_blocks core_ns records_dropped cmds_dropped prefetch_late
@@ -35,7 +35,7 @@
 #define DEEPUM_STATS_COLUMNS(X)							\
 	X(records) X(launches) X(faults) X(faults_resident) X(prefetches)	\
 	X(prefetch_bytes) X(evictions) X(demand_evictions) X(discards)		\
-	X(invalidated_bytes) X(skipped_invalid) X(window_resets)		\
+	X(invalidated_bytes) X(revived_dead) X(window_resets)		\
 	X(exec_stand_ins) X(walks) X(walk_entries) X(walk_truncated)		\
 	X(window_full) X(corr_inserts) X(corr_replacements) X(exec_ignored)	\
 	X(blocks_untracked) X(resident_blocks) X(core_ns) X(records_dropped)	\

@@ -305,16 +305,26 @@ def test_the_model_never_exceeds_capacity(gpt2):
 # ---- invalidation ------------------------------------------------------------------
 
 
-def test_freed_blocks_are_discarded_and_not_prefetched_until_touched():
+def test_freed_blocks_are_discarded_and_fetched_again_when_predicted():
     core = Core(make_config())
-    feed(core, flush(0), launch(0), fault(1), fault(2))
+    feed(core, flush(0), launch(0), fault(1), fault(2), fault(3))
+    assert feed(core, rec(FREE, blk(2), 2 * BLOCK)) == [("D", 2, 0), ("D", 3, 0)]
+    assert core.stats().invalidated_bytes == 2 * BLOCK
+    feed(core, flush(1))
+    # the kernel that touched them runs again: its memory was handed out anew
+    assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 0), ("P", 3, 0)]
+    assert core.stats().revived_dead == 2
+    # alive again: a later free discards them again
+    assert feed(core, rec(FREE, blk(3), BLOCK)) == [("D", 3, 0)]
+
+
+def test_a_dead_block_nobody_predicts_stays_dead():
+    core = Core(make_config())
+    feed(core, flush(0), fault(2), launch(0), fault(1))  # block 2: before any kernel, learned by none
     assert feed(core, rec(FREE, blk(2), BLOCK)) == [("D", 2, 0)]
-    assert core.stats().invalidated_bytes == BLOCK
     feed(core, flush(1))
     assert feed(core, launch(0)) == [("P", 1, 0)]
-    assert core.stats().skipped_invalid >= 1
-    feed(core, fault(2, 0), flush(2))  # touched again: alive, and now the start
-    assert feed(core, launch(0)) == [("P", 2, 0), ("P", 1, 0)]
+    assert core.stats().revived_dead == 0
 
 
 def test_partially_freed_blocks_stay_alive():

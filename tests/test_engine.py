@@ -80,9 +80,11 @@ def ranges(call) -> list[tuple[int, int]]:
 
 
 def engine_stream(r: Run) -> str:
-    (created,) = r.named("cuStreamCreateWithPriority")
-    assert created.args["priority"] == "0" and created.args["flags"] == "1"  # the least priority, non-blocking
-    return created.result()
+    """The engine's stream (the other one it makes takes legacy-stream discards)."""
+    own, legacy_discards = r.named("cuStreamCreateWithPriority")
+    assert own.args["priority"] == "0" and own.args["flags"] == "1"  # the least priority, non-blocking
+    assert legacy_discards.args["flags"] == "0"  # blocking: ordered with the legacy stream
+    return own.result()
 
 
 @pytest.mark.parametrize("source", ["cupti", "uvm-tools"])

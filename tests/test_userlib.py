@@ -107,8 +107,9 @@ def test_symbol_path_intercepts_every_launch_form(tmp_path):
 def test_runtime_path_is_intercepted_through_get_proc_address(tmp_path, resolve):
     r = observe(tmp_path, resolve, "loop", "2", app="cuda_app_dlopen")
     assert r.counter("launches") == len(r.launches()) == 6
-    # cuGetProcAddress itself, then the launch, Ex, cooperative, alloc, pitch, free, begin and end capture
-    assert r.counter("getproc_hooked") == 9
+    # cuGetProcAddress itself, then the launch, Ex, cooperative, alloc, pitch, free, stream-ordered
+    # alloc and free, begin and end capture
+    assert r.counter("getproc_hooked") == 11
     assert r.counter("getproc_unmatched") == 0
     assert_each_launch_follows_its_delivery(r)
     if resolve == "runtime-ptsz":
@@ -164,7 +165,8 @@ def test_the_real_cuda_runtime_gets_its_driver_entry_points_through_libdeepum(tm
                    DEEPUM_STATS=str(stats), DEEPUM_MODE="observe")
     subprocess.run([str(exe)], env=environ, capture_output=True, timeout=60)  # the fake cannot run it to the end
     hooked_apis = {"cuGetProcAddress", "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-                   "cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuStreamBeginCapture",
+                   "cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuMemAllocAsync", "cuMemFreeAsync",
+                   "cuStreamBeginCapture",
                    "cuStreamBeginCaptureToGraph", "cuStreamEndCapture"}
     asked = [c for c in parse_log(log) if c.name == "cuGetProcAddress_v2" and c.args["symbol"] in hooked_apis]
     counters = json.loads(stats.read_text())["counters"]

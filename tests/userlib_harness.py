@@ -22,7 +22,8 @@ MIB = 1 << 20
 NONE = 0xFFFFFFFF
 HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
          "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuMemAlloc_v2",
-         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuGetProcAddress", "cuGetProcAddress_v2",
+         "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemFreeAsync",
+         "cuMemFreeAsync_ptsz", "cuGetProcAddress", "cuGetProcAddress_v2",
          "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
          "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz",
          "cuStreamEndCapture", "cuStreamEndCapture_ptsz"}

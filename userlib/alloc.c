@@ -12,8 +12,9 @@
  * that tells pointer arguments from scalars (launch.c).  The managed ones are
  * kept in a table (the tracer's flushes to the host, the engine's ranges),
  * and every free is reported before the real free, so dead data is never
- * migrated again.  Pools (cuMemAllocAsync) and cuMemCreate are left alone:
- * userlib/README.md says why.
+ * migrated again.  Stream-ordered allocations (cuMemAllocAsync) come from
+ * managed segments too, through pool.c; cuMemCreate is left alone
+ * (userlib/README.md says why).
  *
  * The GPU's safety rule: managed memory in use never exceeds
  * DEEPUM_MANAGED_LIMIT, by default 80% of the memory the GPU had free at the
@@ -132,7 +133,7 @@ static bool programs_failure(CUresult rc)
 	       (rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 }
 
-static bool allocate_managed(CUdeviceptr *dptr, size_t size)
+bool managed_alloc(CUdeviceptr *dptr, size_t size)
 {
 	CUresult rc;
 
@@ -163,7 +164,7 @@ CUresult on_mem_alloc(enum deepum_entry which, cuMemAlloc_v2_fn real, CUdevicept
 	CUresult rc;
 
 	(void)which;
-	if (deepum.managed && dptr && size && allocate_managed(dptr, size))
+	if (deepum.managed && dptr && size && managed_alloc(dptr, size))
 		return CUDA_SUCCESS;
 	rc = real(dptr, size);
 	if (rc == CUDA_SUCCESS)
@@ -209,34 +210,49 @@ CUresult on_mem_alloc_pitch(enum deepum_entry which, cuMemAllocPitch_v2_fn real,
 	if (!align || width > SIZE_MAX - align)
 		return device_alloc_pitch(real, dptr, pitch, width, height, element);
 	row = (width + align - 1) & ~(align - 1);
-	if (height > SIZE_MAX / row || !allocate_managed(dptr, row * height))
+	if (height > SIZE_MAX / row || !managed_alloc(dptr, row * height))
 		return device_alloc_pitch(real, dptr, pitch, width, height, element);
 	*pitch = row;
 	return CUDA_SUCCESS;
 }
 
+/* [@base, @base + @size), an allocation, is about to be freed. */
+static void forget(u64 base, u64 size)
+{
+	bool ours = managed_remove(base);
+
+	/* Out of the table first: the engine plans nothing on it now. */
+	if (ours)
+		engine_release(base, size);
+	delivery_report_free(base, size);
+	if (ours)
+		tracer_free(base, size);
+}
+
+void managed_free(CUdeviceptr base, size_t size)
+{
+	forget(base, size);
+	REAL(cuMemFree_v2)(base);
+}
+
+/* Hooked even while deepum is off: pool.c's allocations are not the driver's. */
 CUresult on_mem_free(enum deepum_entry which, cuMemFree_v2_fn real, CUdeviceptr dptr)
 {
 	CUdeviceptr base = 0;
 	size_t size = 0;
+	CUresult rc;
 
 	(void)which;
-	if (dptr) {
-		/* The driver knows the allocation's extent; a pointer it does not
-		 * know (or not an allocation's start) fails the real free too. */
-		if (REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS && base == dptr) {
-			bool ours = managed_remove(base);
-
-			/* Out of the table first: the engine plans nothing on it now. */
-			if (ours)
-				engine_release(base, size);
-			delivery_report_free(base, size);
-			if (ours)
-				tracer_free(base, size);
-		} else {
-			COUNT(frees_unknown, 1);
-		}
-	}
+	if (dptr && pool_free_now(dptr, &rc))
+		return rc;
+	if (!deepum_active() || !dptr)
+		return real(dptr);
+	/* The driver knows the allocation's extent; a pointer it does not know
+	 * (or not an allocation's start) fails the real free too. */
+	if (REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS && base == dptr)
+		forget(base, size);
+	else
+		COUNT(frees_unknown, 1);
 	return real(dptr);
 }
 

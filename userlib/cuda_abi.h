@@ -187,6 +187,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
 			    unsigned int ElementSizeBytes);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
+/* Stream-ordered allocation (CUDA 11.2): intercepted (pool.c). */
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 
 /* Stream capture into CUDA graphs: intercepted, to know when a capture may be
  * in progress.  cuStreamBeginCapture is the CUDA 10.0 ABI (no mode), _v2 adds

@@ -70,7 +70,15 @@ enum deepum_delivery {
 	X(allocs_over_limit)		/* ... or would pass DEEPUM_MANAGED_LIMIT */           \
 	X(frees_reported)		/* frees reported before the real free */              \
 	X(frees_unknown)		/* frees of an address the driver did not know */ \
-	X(iterations_detected)		/* marks made by iterations.c, not the program */
+	X(iterations_detected)		/* marks made by iterations.c, not the program */ \
+	X(pool_allocs)			/* stream-ordered allocations served from managed memory */ \
+	X(pool_fallback)		/* ... left to the driver: no managed room */          \
+	X(pool_segments)		/* managed segments the pool allocated */              \
+	X(pool_segments_released)	/* ... and gave back (an allocation found no room) */  \
+	X(pool_shrinks)			/* allocations that found no room and synchronized */  \
+	X(pool_dead_blocks)		/* 2 MiB blocks reported dead: no allocation left in them */ \
+	X(pool_frees_synchronized)	/* frees on another stream than the allocation's */    \
+	X(pool_frees_kept)		/* frees inside a graph capture: memory kept */
 
 struct deepum_counters {
 #define COUNTER_FIELD(name) _Atomic u64 name;
@@ -125,6 +133,7 @@ static inline bool deepum_active(void)
  * its arguments), one per API, shared by its stream variants. */
 #define HANDLER_HOOK(name, handler, params) \
 	CUresult on_##handler(enum deepum_entry which, name##_fn real, EXPAND params);
+#define HANDLER_FREE HANDLER_HOOK
 #define HANDLER_USE(name, handler, params)
 #define HANDLER_MAYBE(name, handler, params)
 #define HANDLER(kind, name, handler, stream, params, args) HANDLER_##kind(name, handler, params)
@@ -227,6 +236,19 @@ void managed_ranges_each(range_fn fn, void *arg);
  * managed allocation; returns the bytes in none.  Under the table's lock,
  * as above. */
 u64 managed_clip(u64 addr, u64 len, range_fn fn, void *arg);
+/* A managed segment of @size for libdeepum itself (pool.c), within
+ * DEEPUM_MANAGED_LIMIT; false if there is none. */
+bool managed_alloc(CUdeviceptr *dptr, size_t size);
+/* Free one: forgotten, released by the engine, reported, then freed. */
+void managed_free(CUdeviceptr base, size_t size);
+/* Exported: [@addr, @addr + @len) holds dead data from this point of
+ * @stream on; 0, or -1 when nothing listens. */
+DEEPUM_EXPORT int deepum_report_free(unsigned long long addr, unsigned long long len, void *stream);
+
+/* pool.c: stream-ordered allocations on managed memory. */
+/* If @dptr is a live pool allocation: free it now (cuMemFree), *@rc the
+ * result; false if it is not one. */
+bool pool_free_now(CUdeviceptr dptr, CUresult *rc);
 
 /* engine.c: the user-mode engine (DEEPUM_MODE=user or demand). */
 /* Whether the mode asks for it. */

@@ -119,7 +119,7 @@ enum {
 	X(intake_drops)			/* marks or frees lost to a full intake */            \
 	X(free_reports)                                                                       \
 	X(free_discard_calls)		/* stream-ordered discards for reported frees */      \
-	X(free_discards_skipped)	/* ... not possible (legacy stream, no batch discard) */
+	X(free_discards_skipped)	/* ... not possible (per-thread stream, no batch discard) */
 
 struct engine_counters {
 #define ENGINE_COUNTER_FIELD(name) _Atomic u64 name;
@@ -156,6 +156,7 @@ static struct {
 	CUcontext context;
 	CUdevice device;
 	CUstream stream;
+	CUstream legacy_discards;	/* blocking: ordered with the legacy stream */
 	struct deepum_core *core;
 	u64 capacity_blocks;
 	u32 max_cmds;
@@ -808,8 +809,13 @@ static bool stream_create(char *why, size_t size)
 	/* The lowest priority: the program's kernels go first. */
 	if (rc == CUDA_SUCCESS)
 		rc = REAL(cuStreamCreateWithPriority)(&engine.stream, CU_STREAM_NON_BLOCKING, least);
+	/* The batch calls refuse the legacy stream; a blocking stream runs
+	 * after the legacy stream's earlier work and before its later work,
+	 * which is the order a discard of its frees needs. */
+	if (rc == CUDA_SUCCESS)
+		rc = REAL(cuStreamCreateWithPriority)(&engine.legacy_discards, 0, least);
 	if (rc != CUDA_SUCCESS)
-		snprintf(why, size, "cannot create its stream (CUDA error %d)", rc);
+		snprintf(why, size, "cannot create its streams (CUDA error %d)", rc);
 	return rc == CUDA_SUCCESS;
 }
 
@@ -1016,6 +1022,7 @@ int engine_report_free(u64 addr, u64 len, CUstream stream)
 	struct deepum_record rec = { .type = DEEPUM_REC_FREE, .ts = engine_clock_ns(), .addr = addr, .len = len };
 	struct report_pieces pieces = { 0 };
 	struct stream_point at;
+	CUstream on;
 	bool wait;
 
 	if (!engine_running())
@@ -1023,12 +1030,13 @@ int engine_report_free(u64 addr, u64 len, CUstream stream)
 	ADD(free_reports, 1);
 	/* Only whole blocks are dead.  Discarded on the program's stream, in
 	 * order: after the last use it made, before any reuse.  The legacy
-	 * stream cannot take a batch discard. */
+	 * stream's go to a blocking stream (the same order); a per-thread
+	 * default stream cannot take them. */
 	if (end > first)
 		managed_clip(first, end - first, add_report_piece, &pieces);
-	if (pieces.n && deepum_real[ENTRY_cuMemDiscardBatchAsync] && stream && stream != CU_STREAM_LEGACY &&
-	    stream != CU_STREAM_PER_THREAD &&
-	    REAL(cuMemDiscardBatchAsync)(pieces.ptr, pieces.size, pieces.n, 0, stream) == CUDA_SUCCESS)
+	on = !stream || stream == CU_STREAM_LEGACY ? engine.legacy_discards : stream;
+	if (pieces.n && deepum_real[ENTRY_cuMemDiscardBatchAsync] && on != CU_STREAM_PER_THREAD &&
+	    REAL(cuMemDiscardBatchAsync)(pieces.ptr, pieces.size, pieces.n, 0, on) == CUDA_SUCCESS)
 		ADD(free_discard_calls, 1);
 	else if (pieces.n)
 		ADD(free_discards_skipped, 1);

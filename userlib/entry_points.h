@@ -10,6 +10,8 @@
  *   kind     HOOK   intercepted: libdeepum exports a trampoline of this name
  *                   that calls on_<handler>(); cuGetProcAddress and dlsym on
  *                   libcuda hand the trampoline out instead of the driver's
+ *            FREE   intercepted like HOOK, and still after deepum turns off:
+ *                   frees of memory only libdeepum can free (pool.c)
  *            USE    called by libdeepum; without it deepum stays off
  *            MAYBE  called by libdeepum when the driver has it
  *   name     the symbol libcuda exports (the ABI, not the cuda.h macro)
@@ -63,7 +65,15 @@
 	X(HOOK, cuMemAllocPitch_v2, mem_alloc_pitch, NONE,                                     \
 	  (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int element), \
 	  (dptr, pitch, width, height, element))                                                \
-	X(HOOK, cuMemFree_v2, mem_free, NONE, (CUdeviceptr dptr), (dptr))                      \
+	X(FREE, cuMemFree_v2, mem_free, NONE, (CUdeviceptr dptr), (dptr))                      \
+	X(HOOK, cuMemAllocAsync, mem_alloc_async, LEGACY,                                      \
+	  (CUdeviceptr *dptr, size_t size, CUstream stream), (dptr, size, stream))             \
+	X(HOOK, cuMemAllocAsync_ptsz, mem_alloc_async, PER_THREAD,                             \
+	  (CUdeviceptr *dptr, size_t size, CUstream stream), (dptr, size, stream))             \
+	X(FREE, cuMemFreeAsync, mem_free_async, LEGACY, (CUdeviceptr dptr, CUstream stream),   \
+	  (dptr, stream))                                                                       \
+	X(FREE, cuMemFreeAsync_ptsz, mem_free_async, PER_THREAD,                               \
+	  (CUdeviceptr dptr, CUstream stream), (dptr, stream))                                  \
 	X(HOOK, cuGetProcAddress, get_proc_address, NONE, GET_PROC_ADDRESS_PARAMS,             \
 	  GET_PROC_ADDRESS_ARGS)                                                                \
 	X(HOOK, cuGetProcAddress_v2, get_proc_address_v2, NONE, GET_PROC_ADDRESS_V2_PARAMS,    \

@@ -20,7 +20,7 @@
 struct deepum_state deepum = { .device_fd = -1 };
 void *deepum_real[ENTRY_COUNT];
 
-enum entry_kind { KIND_HOOK, KIND_USE, KIND_MAYBE };
+enum entry_kind { KIND_HOOK, KIND_FREE, KIND_USE, KIND_MAYBE };
 
 static const char *const entry_name[ENTRY_COUNT] = {
 #define ENTRY_NAME(kind, name, handler, stream, params, args) [ENTRY_##name] = #name,
@@ -45,7 +45,8 @@ const enum entry_stream deepum_entry_stream[ENTRY_COUNT] = {
  * for ever after a failure, the call goes straight to the driver.  An entry
  * point the driver lacks can only have been found through libdeepum's own
  * export (dlsym(RTLD_DEFAULT, ...)): it answers as the driver would for an
- * unknown function.
+ * unknown function.  FREE hooks always run their handler: memory libdeepum
+ * handed out must come back to it, whatever happened since.
  */
 #define TRAMPOLINE_HOOK(name, handler, params, args)                                          \
 	DEEPUM_EXPORT CUresult name params                                                    \
@@ -57,6 +58,14 @@ const enum entry_stream deepum_entry_stream[ENTRY_COUNT] = {
 			return REAL(name) args;                                               \
 		return on_##handler(ENTRY_##name, REAL(name), EXPAND args);                   \
 	}
+#define TRAMPOLINE_FREE(name, handler, params, args)                                          \
+	DEEPUM_EXPORT CUresult name params                                                    \
+	{                                                                                     \
+		deepum_init_once();                                                           \
+		if (!deepum_real[ENTRY_##name])                                               \
+			return CUDA_ERROR_NOT_FOUND;                                          \
+		return on_##handler(ENTRY_##name, REAL(name), EXPAND args);                   \
+	}
 #define TRAMPOLINE_USE(name, handler, params, args)
 #define TRAMPOLINE_MAYBE(name, handler, params, args)
 #define TRAMPOLINE(kind, name, handler, stream, params, args) \
@@ -66,6 +75,7 @@ DEEPUM_ENTRY_POINTS(TRAMPOLINE)
 
 static void *const hook_address[ENTRY_COUNT] = {
 #define HOOK_ADDRESS_HOOK(name) [ENTRY_##name] = (void *)name,
+#define HOOK_ADDRESS_FREE(name) [ENTRY_##name] = (void *)name,
 #define HOOK_ADDRESS_USE(name)
 #define HOOK_ADDRESS_MAYBE(name)
 #define HOOK_ADDRESS(kind, name, handler, stream, params, args) HOOK_ADDRESS_##kind(name)

@@ -36,8 +36,10 @@
  * jumps the clock past every outstanding protection.
  *
  * Invalidation.  A FREE marks the blocks it covers entirely as dead: resident
- * ones are discarded (no write-back) and dead blocks are never prefetched
- * until a fault touches them again.
+ * ones are discarded (no write-back).  A dead block the tables predict
+ * again is alive: allocators hand freed memory out anew (a training loop's
+ * activations, every iteration), and the kernel predicted to touch it
+ * writes it first.
  */
 #include "core.h"
 #include "corr.h"
@@ -384,16 +386,19 @@ static enum dum_predict predict_block(struct deepum_core *core, u64 blk, u32 exe
 		return DUM_PREDICT_KNOWN;
 	}
 	b = dum_block_at(&core->res, slot);
-	if (b->flags & DUM_BLOCK_DEAD) {
-		core->stats.skipped_invalid++;
-		return DUM_PREDICT_KNOWN;
-	}
 	if (core->marking) {
 		if (b->horizon_next < core->launch_clock || seq < b->horizon_next)
 			b->horizon_next = seq;
 		if (b->horizon_last < seq)
 			b->horizon_last = seq;
 		return DUM_PREDICT_KNOWN;
+	}
+	if (b->flags & DUM_BLOCK_DEAD) {
+		/* Freed, and predicted again: its memory was handed out anew.
+		 * Kept or fetched like any block (its old data was discarded,
+		 * so there is nothing to copy), and alive from here on. */
+		b->flags &= ~DUM_BLOCK_DEAD;
+		core->stats.revived_dead++;
 	}
 	fresh = !in_window(core, b);
 	if (!dum_block_resident(b)) {

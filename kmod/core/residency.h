@@ -6,7 +6,7 @@
  *
  * Blocks live in a fixed-capacity map (block number -> slot).  Slots are never
  * freed: a block seen once keeps its flags, so a dead block stays dead until
- * it is touched again.  When the map is full new blocks are simply untracked.
+ * it is touched or predicted again.  When the map is full new blocks are simply untracked.
  */
 #ifndef _DEEPUM_RESIDENCY_H
 #define _DEEPUM_RESIDENCY_H
@@ -14,7 +14,7 @@
 #include "table.h"
 
 #define DUM_BLOCK_RESIDENT	(1U << 0)
-#define DUM_BLOCK_DEAD		(1U << 1)	/* freed range: discard, never prefetch */
+#define DUM_BLOCK_DEAD		(1U << 1)	/* freed: discard, never write back */
 
 struct dum_block {
 	u64 blk;		/* block number: address >> block_shift */

@@ -45,6 +45,8 @@ static struct {
 	__typeof__(&cuMemAlloc_v2) mem_alloc;
 	__typeof__(&cuMemAllocPitch_v2) mem_alloc_pitch;
 	__typeof__(&cuMemFree_v2) mem_free;
+	__typeof__(&cuMemAllocAsync) mem_alloc_async;
+	__typeof__(&cuMemFreeAsync) mem_free_async;
 	__typeof__(&cuStreamBeginCapture_v2) begin_capture;
 	__typeof__(&cuStreamEndCapture) end_capture;
 	__typeof__(&cuEventCreate) event_create;
@@ -84,6 +86,8 @@ static void resolve_by_symbol(void)
 	api.mem_alloc = cuMemAlloc_v2;
 	api.mem_alloc_pitch = cuMemAllocPitch_v2;
 	api.mem_free = cuMemFree_v2;
+	api.mem_alloc_async = cuMemAllocAsync;
+	api.mem_free_async = cuMemFreeAsync;
 	api.begin_capture = cuStreamBeginCapture_v2;
 	api.end_capture = cuStreamEndCapture;
 	api.event_create = cuEventCreate;
@@ -136,6 +140,8 @@ static void resolve_like_the_runtime(const char *how)
 	FETCH(mem_alloc, "cuMemAlloc", CUDA_VERSION_CLAIMED);
 	FETCH(mem_alloc_pitch, "cuMemAllocPitch", CUDA_VERSION_CLAIMED);
 	FETCH(mem_free, "cuMemFree", CUDA_VERSION_CLAIMED);
+	FETCH(mem_alloc_async, "cuMemAllocAsync", CUDA_VERSION_CLAIMED);
+	FETCH(mem_free_async, "cuMemFreeAsync", CUDA_VERSION_CLAIMED);
 	FETCH(begin_capture, "cuStreamBeginCapture", CUDA_VERSION_CLAIMED);
 	FETCH(end_capture, "cuStreamEndCapture", CUDA_VERSION_CLAIMED);
 	FETCH(event_create, "cuEventCreate", CUDA_VERSION_CLAIMED);
@@ -590,12 +596,89 @@ static void scenario_layers(int iterations, int layers, int report_frees)
 	check(api.mem_free(scratch), "cuMemFree");
 }
 
+static CUdeviceptr alloc_async(const char *name, size_t size, CUstream stream)
+{
+	CUdeviceptr p;
+
+	check(api.mem_alloc_async(&p, size, stream), "cuMemAllocAsync");
+	printf("%s 0x%llx\n", name, p);
+	return p;
+}
+
+/*
+ * Stream-ordered allocation, step by step; each result printed as
+ * "NAME 0xADDRESS" for the test to relate.  s1 and s2 are two streams.
+ */
+static void scenario_pool(void)
+{
+	CUdeviceptr a, b, c, big1, big2, huge, other;
+	CUstream s1, s2;
+
+	check(api.stream_create(&s1, 0), "cuStreamCreate");
+	check(api.stream_create(&s2, 0), "cuStreamCreate");
+	a = alloc_async("a", 1000, s1);			/* small: rounded to 1024 */
+	b = alloc_async("b", 1000, s1);
+	check(api.mem_free_async(a, s1), "cuMemFreeAsync a");
+	c = alloc_async("c", 512, s1);			/* best fit: a's place */
+	big1 = alloc_async("big1", 3 << 20, s1);	/* medium: a 20 MiB segment */
+	big2 = alloc_async("big2", 3 << 20, s1);
+	scale(big1, 1.0f, 64, s1);
+	check(api.mem_free_async(big1, s1), "cuMemFreeAsync big1");	/* its first block dies */
+	check(api.mem_free_async(big2, s1), "cuMemFreeAsync big2");	/* and the two it shared */
+	alloc_async("again", 3 << 20, s1);		/* the same place again */
+	other = alloc_async("other", 1000, s2);		/* another stream: another segment */
+	huge = alloc_async("huge", 33 << 20, s1);	/* large: a segment of its own, 34 MiB */
+	check(api.mem_free_async(huge, s2), "cuMemFreeAsync huge on s2");	/* waits for s2 */
+	check(api.mem_free(c), "cuMemFree c");		/* synchronous */
+	check(api.mem_free_async(b, s1), "cuMemFreeAsync b");
+	check(api.mem_free_async(other, s2), "cuMemFreeAsync other");
+	expect_failure(api.mem_free_async(0x1234, s1), "cuMemFreeAsync of an unknown address");
+	check(api.mem_alloc_async(&a, 1000, CU_STREAM_PER_THREAD), "cuMemAllocAsync per-thread");
+	printf("per_thread 0x%llx\n", a);
+	check(api.mem_free_async(a, CU_STREAM_PER_THREAD), "cuMemFreeAsync per-thread");
+}
+
+/*
+ * The layers loop with activations in stream order, as PyTorch's
+ * cudaMallocAsync backend makes them: weights by cuMemAlloc (4 MiB each),
+ * then every iteration a 12 MiB input and one 12 MiB activation per layer
+ * from cuMemAllocAsync in the forward pass, each freed after the backward
+ * pass used it for the last time; all on the legacy stream, as PyTorch
+ * does by default.
+ */
+static void scenario_layers_async(int iterations, int layers)
+{
+	CUdeviceptr w[64], a[65];
+	CUstream s = NULL;
+
+	if (layers > 64)
+		layers = 64;
+	for (int l = 0; l < layers; l++)
+		w[l] = alloc(4 << 20);
+	for (int i = 0; i < iterations; i++) {
+		mark_iteration();
+		check(api.mem_alloc_async(&a[0], 12 << 20, s), "cuMemAllocAsync");
+		for (int l = 0; l < layers; l++) {
+			check(api.mem_alloc_async(&a[l + 1], 12 << 20, s), "cuMemAllocAsync");
+			vec_add("layer_fwd", (struct vec_args){ w[l], a[l], a[l + 1], l }, 8, 256, 0, s);
+		}
+		for (int l = layers; l-- > 0;) {
+			vec_add("layer_bwd", (struct vec_args){ w[l], a[l + 1], a[l], l }, 8, 256, 0, s);
+			check(api.mem_free_async(a[l + 1], s), "cuMemFreeAsync");
+		}
+		check(api.mem_free_async(a[0], s), "cuMemFreeAsync");
+	}
+	mark_iteration();
+	for (int l = 0; l < layers; l++)
+		check(api.mem_free(w[l]), "cuMemFree");
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
 			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
 			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n"
-			"  | layers N L | layers-frees N L | layers-unmarked N L\n");
+			"  | layers N L | layers-frees N L | layers-unmarked N L | layers-async N L | pool\n");
 	return 2;
 }
 
@@ -658,6 +741,10 @@ int main(int argc, char **argv)
 		scenario_layers(n, m, 1);
 	else if (strcmp(scenario, "layers-unmarked") == 0)
 		unmarked = 1, scenario_layers(n, m, 0);
+	else if (strcmp(scenario, "layers-async") == 0)
+		scenario_layers_async(n, m);
+	else if (strcmp(scenario, "pool") == 0)
+		scenario_pool();
 	else
 		return usage();
 	printf("ok %s\n", scenario);

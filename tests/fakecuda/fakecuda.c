@@ -669,6 +669,52 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* Stream-ordered allocations: device memory, like the default pool's. */
+static CUresult alloc_async(const char *entry, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	CUresult rc = device_alloc(dptr, size, 0);
+
+	log_line("%s size=%zu stream=%p -> 0x%llx", entry, size, (void *)stream, *dptr);
+	return rc;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	FAIL_IF_ASKED();
+	return alloc_async(__func__, dptr, size, stream);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	FAIL_IF_ASKED();
+	return alloc_async(__func__, dptr, size, stream);
+}
+
+static CUresult free_async(const char *entry, CUdeviceptr dptr, CUstream stream)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find(dptr);
+	if (i >= 0 && allocs[i].base == dptr && !allocs[i].host && !allocs[i].resident)
+		untrack(i);
+	else
+		i = -1;
+	pthread_mutex_unlock(&lock);
+	log_line("%s dptr=0x%llx stream=%p%s", entry, dptr, (void *)stream, i < 0 ? " -> invalid" : "");
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+	return free_async(__func__, dptr, stream);
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+	return free_async(__func__, dptr, stream);
+}
+
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
 {
 	int i;
@@ -1145,6 +1191,8 @@ static const struct {
 	{ "cuMemAlloc", 3020, (void *)cuMemAlloc_v2, NULL },
 	{ "cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, NULL },
 	{ "cuMemFree", 3020, (void *)cuMemFree_v2, NULL },
+	{ "cuMemAllocAsync", 11020, (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz },
+	{ "cuMemFreeAsync", 11020, (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz },
 	{ "cuInit", 2000, (void *)cuInit, NULL },
 	{ "cuDeviceGet", 2000, (void *)cuDeviceGet, NULL },
 	{ "cuDevicePrimaryCtxRetain", 7000, (void *)cuDevicePrimaryCtxRetain, NULL },

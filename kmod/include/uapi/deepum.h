@@ -208,7 +208,7 @@ struct deepum_stats {
 	__u64 demand_evictions;		/* evictions the fault path had to do (DEEPUM_CMD_F_DEMAND) */
 	__u64 discards;			/* DISCARD commands emitted */
 	__u64 invalidated_bytes;	/* bytes of FREE ranges, in whole blocks */
-	__u64 skipped_invalid;		/* predicted blocks not prefetched because they are dead */
+	__u64 revived_dead;		/* dead blocks predicted again: alive, fetched or kept */
 	__u64 window_resets;		/* launches the exec-ID table did not predict */
 	__u64 exec_stand_ins;		/* unknown exec IDs predicted as the one expected there */
 	__u64 walks;			/* block-table walks */
