@@ -34,7 +34,7 @@ def segments(r) -> list[tuple[int, int]]:
     return [(int(c.result(), 16), int(c.args["size"])) for c in r.named("cuMemAllocManaged")]
 
 
-def discards(r) -> list[tuple[str, int, int]]:
+def discarded(r) -> list[tuple[str, int, int]]:
     out = []
     for c in r.named("cuMemDiscardBatchAsync"):
         assert c.result() != "invalid", c.line
@@ -70,18 +70,21 @@ def test_allocations_come_from_managed_segments_best_fit_split_and_coalesced(tmp
     assert [s.args["stream"] for s in r.named("cuStreamSynchronize")] == [hex(0x1020)]
 
 
-def test_blocks_are_discarded_once_no_allocation_lives_in_them(tmp_path):
+def test_blocks_no_allocation_lives_in_are_discarded_unless_used_again_first(tmp_path):
     r, at = pool(tmp_path)
     s1, s2 = hex(0x1010), hex(0x1020)
-    assert discards(r) == [
-        (s1, at["big1"], BLOCK),                 # big1 freed: its first block held nothing else
-        (s1, at["big1"] + BLOCK, 2 * BLOCK),     # big2 freed: the two blocks it shared or held
-        (s1, at["huge"], 34 * MIB),              # freed on s2, discarded in its own stream's order
-        (s1, at["a"], BLOCK),                    # the last small allocation went
-        (s2, at["other"], BLOCK),
+    calls = [[(c.args["stream"], int(a, 16), int(n)) for a, n in (p.split("+") for p in c.args["ranges"].split(","))]
+             for c in r.named("cuMemDiscardBatchAsync")]
+    assert all(c.result() != "invalid" for c in r.named("cuMemDiscardBatchAsync"))
+    assert calls == [
+        # big1 and big2 freed killed three blocks; "again" took the first two back before the mark
+        [(s1, at["big1"] + 2 * BLOCK, BLOCK)],
+        # at the next mark, one call per stream: the small segment's block and the large segment
+        [(s1, at["a"], BLOCK), (s1, at["huge"], 34 * MIB)],
+        [(s2, at["other"], BLOCK)],
     ]
-    assert r.stats["counters"]["pool_dead_blocks"] == 1 + 2 + 17 + 1 + 1
-    assert r.stats["engine"]["counters"]["free_discard_calls"] == 5
+    assert r.stats["counters"]["pool_dead_blocks"] == 1 + 1 + 17 + 1
+    assert r.stats["engine"]["counters"]["free_discard_calls"] == 3
 
 
 def test_demand_mode_pools_but_reports_no_frees(tmp_path):
@@ -129,7 +132,7 @@ def test_a_training_loop_in_stream_order_is_learned_with_its_activations_discard
     user, demand = runs["user"], runs["demand"]
     # freed activations were discarded in the legacy stream's order: on the engine's blocking stream
     (blocking,) = [c.result() for c in user.named("cuStreamCreateWithPriority") if c.args["flags"] == "0"]
-    assert {s for s, _, _ in discards(user)} == {blocking}
+    assert {s for s, _, _ in discarded(user)} == {blocking}
     assert user.stats["engine"]["counters"]["free_discards_skipped"] == 0
     assert user.stats["engine"]["counters"]["discard_blocks"] > 0
     # dead activations predicted again are prefetched: far fewer faults than demand paging

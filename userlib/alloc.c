@@ -256,6 +256,19 @@ CUresult on_mem_free(enum deepum_entry which, cuMemFree_v2_fn real, CUdeviceptr 
 	return real(dptr);
 }
 
+int report_free_ranges(const u64 *addr, const u64 *len, u32 n, CUstream stream)
+{
+	if (!deepum_active())
+		return -1;
+	if (engine_wanted())
+		return engine_report_free(addr, len, n, stream);
+	if (deepum.device_fd < 0)
+		return -1;
+	for (u32 i = 0; i < n; i++)
+		delivery_report_free(addr[i], len[i]);
+	return 0;
+}
+
 /*
  * Called by the program (pydeepum.torch.report_free(), or ctypes through the
  * global scope): [@addr, @addr + @len) holds dead data from this point of
@@ -264,12 +277,9 @@ CUresult on_mem_free(enum deepum_entry which, cuMemFree_v2_fn real, CUdeviceptr 
  */
 DEEPUM_EXPORT int deepum_report_free(unsigned long long addr, unsigned long long len, void *stream)
 {
-	if (!deepum_active() || addr + len < addr)
+	u64 a = addr, l = len;
+
+	if (addr + len < addr)
 		return -1;
-	if (engine_wanted())
-		return engine_report_free(addr, len, (CUstream)stream);
-	if (deepum.device_fd < 0)
-		return -1;
-	delivery_report_free(addr, len);
-	return 0;
+	return report_free_ranges(&a, &l, 1, (CUstream)stream);
 }

@@ -241,14 +241,16 @@ u64 managed_clip(u64 addr, u64 len, range_fn fn, void *arg);
 bool managed_alloc(CUdeviceptr *dptr, size_t size);
 /* Free one: forgotten, released by the engine, reported, then freed. */
 void managed_free(CUdeviceptr base, size_t size);
-/* Exported: [@addr, @addr + @len) holds dead data from this point of
- * @stream on; 0, or -1 when nothing listens. */
-DEEPUM_EXPORT int deepum_report_free(unsigned long long addr, unsigned long long len, void *stream);
+/* [@addr[i], @addr[i] + @len[i]), i < @n, hold dead data from this point of
+ * @stream on: to the engine or the module; 0, or -1 when nothing listens. */
+int report_free_ranges(const u64 *addr, const u64 *len, u32 n, CUstream stream);
 
 /* pool.c: stream-ordered allocations on managed memory. */
 /* If @dptr is a live pool allocation: free it now (cuMemFree), *@rc the
  * result; false if it is not one. */
 bool pool_free_now(CUdeviceptr dptr, CUresult *rc);
+/* Report the blocks that died since the last report (an iteration ends). */
+void pool_report_dead(void);
 
 /* engine.c: the user-mode engine (DEEPUM_MODE=user or demand). */
 /* Whether the mode asks for it. */
@@ -261,9 +263,10 @@ void engine_mark_iteration(void);
 /* [@base, @base + @size), a managed allocation, is about to be freed:
  * returns once the engine has stopped using it. */
 void engine_release(u64 base, u64 size);
-/* The program says [@addr, @addr + @len) holds dead data from this point
- * of @stream on (deepum_report_free). */
-int engine_report_free(u64 addr, u64 len, CUstream stream);
+/* [@addr[i], @addr[i] + @len[i]), i < @n, hold dead data from this point
+ * of @stream on (deepum_report_free, pool.c): their whole blocks are
+ * discarded in one call.  0, or -1 when the engine is not running. */
+int engine_report_free(const u64 *addr, const u64 *len, u32 n, CUstream stream);
 /* Stop the thread (at exit) and write the engine's statistics as a JSON
  * member ("engine": {...}) to @f; nothing if it never ran. */
 void engine_stop(void);

@@ -72,7 +72,7 @@ enum {
 	ROUND_CMDS_FACTOR = 4,		/* a round's command buffer, in core outputs */
 	RANGES_PER_CALL = 128,		/* issue cost is lowest at 64-256 per call (h200.json) */
 	BATCH_ROOM = 4096,		/* pieces gathered before they are issued */
-	PIECES_PER_REPORT = 64,
+	PIECES_PER_REPORT = 256,	/* ranges per discard call */
 	ITERATIONS_MAX = 1024,
 	IDLE_FIRST_NS = 20000,
 	IDLE_MAX_NS = 500000,
@@ -998,50 +998,68 @@ void engine_release(u64 base, u64 size)
 			    "CUDA calls pass straight through", RELEASE_TIMEOUT_S);
 }
 
-/* The whole blocks of a reported free that lie in managed memory. */
+/* The whole blocks of reported frees that lie in managed memory. */
 struct report_pieces {
 	u32 n;
 	CUdeviceptr ptr[PIECES_PER_REPORT];
 	size_t size[PIECES_PER_REPORT];
+	CUstream stream;
+	bool failed;
 };
+
+static void discard_pieces(struct report_pieces *pieces)
+{
+	if (!pieces->n)
+		return;
+	if (!pieces->failed && deepum_real[ENTRY_cuMemDiscardBatchAsync] && pieces->stream != CU_STREAM_PER_THREAD &&
+	    REAL(cuMemDiscardBatchAsync)(pieces->ptr, pieces->size, pieces->n, 0, pieces->stream) == CUDA_SUCCESS) {
+		ADD(free_discard_calls, 1);
+	} else {
+		pieces->failed = true;
+		ADD(free_discards_skipped, 1);
+	}
+	pieces->n = 0;
+}
 
 static void add_report_piece(u64 base, u64 size, void *arg)
 {
 	struct report_pieces *pieces = arg;
 
-	if (pieces->n < PIECES_PER_REPORT) {
-		pieces->ptr[pieces->n] = base;
-		pieces->size[pieces->n++] = size;
-	}
+	if (pieces->n == PIECES_PER_REPORT)
+		discard_pieces(pieces);
+	pieces->ptr[pieces->n] = base;
+	pieces->size[pieces->n++] = size;
 }
 
-int engine_report_free(u64 addr, u64 len, CUstream stream)
+int engine_report_free(const u64 *addr, const u64 *len, u32 n, CUstream stream)
 {
-	u64 first = (addr + (1ULL << BLOCK_SHIFT) - 1) & ~((1ULL << BLOCK_SHIFT) - 1);
-	u64 end = (addr + len) & ~((1ULL << BLOCK_SHIFT) - 1);
-	struct deepum_record rec = { .type = DEEPUM_REC_FREE, .ts = engine_clock_ns(), .addr = addr, .len = len };
 	struct report_pieces pieces = { 0 };
 	struct stream_point at;
-	CUstream on;
 	bool wait;
 
 	if (!engine_running())
 		return -1;
-	ADD(free_reports, 1);
 	/* Only whole blocks are dead.  Discarded on the program's stream, in
 	 * order: after the last use it made, before any reuse.  The legacy
 	 * stream's go to a blocking stream (the same order); a per-thread
 	 * default stream cannot take them. */
-	if (end > first)
-		managed_clip(first, end - first, add_report_piece, &pieces);
-	on = !stream || stream == CU_STREAM_LEGACY ? engine.legacy_discards : stream;
-	if (pieces.n && deepum_real[ENTRY_cuMemDiscardBatchAsync] && on != CU_STREAM_PER_THREAD &&
-	    REAL(cuMemDiscardBatchAsync)(pieces.ptr, pieces.size, pieces.n, 0, on) == CUDA_SUCCESS)
-		ADD(free_discard_calls, 1);
-	else if (pieces.n)
-		ADD(free_discards_skipped, 1);
+	pieces.stream = !stream || stream == CU_STREAM_LEGACY ? engine.legacy_discards : stream;
+	for (u32 i = 0; i < n; i++) {
+		u64 first = (addr[i] + (1ULL << BLOCK_SHIFT) - 1) & ~((1ULL << BLOCK_SHIFT) - 1);
+		u64 end = (addr[i] + len[i]) & ~((1ULL << BLOCK_SHIFT) - 1);
+
+		if (end > first)
+			managed_clip(first, end - first, add_report_piece, &pieces);
+	}
+	discard_pieces(&pieces);
 	wait = delivery_on_stream(stream, &at);
-	intake_push(&rec, &at, wait);
+	for (u32 i = 0; i < n; i++) {
+		struct deepum_record rec = { .type = DEEPUM_REC_FREE, .ts = engine_clock_ns(), .addr = addr[i],
+					     .len = len[i] };
+
+		ADD(free_reports, 1);
+		intake_push(&rec, &at, wait);
+	}
 	return 0;
 }
 

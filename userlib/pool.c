@@ -35,8 +35,8 @@
  * finds no room, the context is synchronized, wholly free segments go back
  * to the driver, and the allocation is tried once more.
  *
- * Locking: one mutex over all pools, held while a dead block's discard is
- * enqueued, so that no allocation can hand the block out before it.
+ * Locking: one mutex over all pools, held while dead blocks' discard is
+ * enqueued, so that no allocation can hand them out before it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -52,6 +52,7 @@ enum {
 	LARGE_SPLIT_MIN = 1 << 20,	/* a large chunk is split only if more is left */
 	BINS = 64,			/* by floor(log2(size)) */
 	STREAM_POOLS = 32,
+	PENDING_BLOCKS = 512,		/* dead blocks a stream gathers before reporting them */
 	LIVE_BUCKET_BITS = 14,
 	LIVE_BUCKETS = 1 << LIVE_BUCKET_BITS,
 };
@@ -73,6 +74,8 @@ struct chunk {
 struct stream_pool {
 	CUstream stream;		/* CU_STREAM_LEGACY for the legacy stream */
 	struct chunk *bins[2][BINS];	/* [large][bin]: free chunks by (size, address) */
+	u64 pending[PENDING_BLOCKS];	/* dead blocks not reported yet (block numbers) */
+	u32 npending;
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -163,6 +166,48 @@ static struct chunk *best_fit(struct stream_pool *pool, bool large, u64 size)
 	return NULL;
 }
 
+/* Blocks of [@addr, @addr + @len) are in use again: not dead after all. */
+static void revive(struct stream_pool *pool, u64 addr, u64 len)
+{
+	u64 first = addr / BLOCK_BYTES, end = (addr + len + BLOCK_BYTES - 1) / BLOCK_BYTES;
+
+	for (u32 i = 0; i < pool->npending;) {
+		if (pool->pending[i] >= first && pool->pending[i] < end)
+			pool->pending[i] = pool->pending[--pool->npending];
+		else
+			i++;
+	}
+}
+
+static int by_block(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Report @pool's pending dead blocks, as runs, in one call. */
+static void report_pending(struct stream_pool *pool)
+{
+	u64 addr[PENDING_BLOCKS], len[PENDING_BLOCKS];
+	u32 n = 0;
+
+	if (!pool->npending)
+		return;
+	qsort(pool->pending, pool->npending, sizeof(pool->pending[0]), by_block);
+	for (u32 i = 0; i < pool->npending; i++) {
+		if (n && addr[n - 1] + len[n - 1] == pool->pending[i] * BLOCK_BYTES) {
+			len[n - 1] += BLOCK_BYTES;
+		} else {
+			addr[n] = pool->pending[i] * BLOCK_BYTES;
+			len[n++] = BLOCK_BYTES;
+		}
+	}
+	COUNT(pool_dead_blocks, pool->npending);
+	pool->npending = 0;
+	report_free_ranges(addr, len, n, pool->stream);
+}
+
 /* Carve @size off the free chunk @c and make that part live. */
 static struct chunk *take(struct chunk *c, u64 size)
 {
@@ -183,6 +228,7 @@ static struct chunk *take(struct chunk *c, u64 size)
 		}
 	}
 	live_add(c);
+	revive(c->pool, c->addr, c->size);
 	return c;
 }
 
@@ -230,6 +276,7 @@ static void shrink(void)
 						continue;
 					}
 					*p = c->link;
+					revive(&pools[i], c->addr, c->size);	/* going as a whole */
 					managed_free(c->addr, c->size);
 					COUNT(pool_segments_released, 1);
 					free(c);
@@ -240,10 +287,11 @@ static void shrink(void)
 }
 
 /* The blocks of free chunk @c that [@addr, @addr + @len), just freed in it,
- * touches were the last live data of: they are dead now, from this point of
- * the pool's stream on. */
-static void report_dead(const struct chunk *c, u64 addr, u64 len)
+ * touches were the last live data of: dead from this point of the pool's
+ * stream on, reported later unless used again. */
+static void note_dead(struct chunk *c, u64 addr, u64 len)
 {
+	struct stream_pool *pool = c->pool;
 	u64 lo = addr & ~(BLOCK_BYTES - 1), hi = (addr + len + BLOCK_BYTES - 1) & ~(BLOCK_BYTES - 1);
 	u64 first = (c->addr + BLOCK_BYTES - 1) & ~(BLOCK_BYTES - 1), end = (c->addr + c->size) & ~(BLOCK_BYTES - 1);
 
@@ -251,10 +299,13 @@ static void report_dead(const struct chunk *c, u64 addr, u64 len)
 		lo = first;
 	if (hi > end)
 		hi = end;
-	if (lo >= hi || deepum.mode == MODE_DEMAND)
+	if (deepum.mode == MODE_DEMAND)
 		return;
-	COUNT(pool_dead_blocks, (hi - lo) / BLOCK_BYTES);
-	deepum_report_free(lo, hi - lo, c->pool->stream);
+	for (; lo < hi; lo += BLOCK_BYTES) {
+		if (pool->npending == PENDING_BLOCKS)
+			report_pending(pool);
+		pool->pending[pool->npending++] = lo / BLOCK_BYTES;
+	}
 }
 
 /* The live chunk @c is free from this point of its pool's stream on. */
@@ -285,7 +336,7 @@ static void release(struct chunk *c)
 		free(n);
 	}
 	bin_insert(c);
-	report_dead(c, addr, len);
+	note_dead(c, addr, len);
 }
 
 /* A chunk of @size for @stream, or NULL (the driver's pool serves it). */
@@ -372,6 +423,14 @@ CUresult on_mem_free_async(enum deepum_entry which, cuMemFreeAsync_fn real, CUde
 	}
 	pthread_mutex_unlock(&pool_lock);
 	return rc;
+}
+
+void pool_report_dead(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	for (u32 i = 0; i < npools; i++)
+		report_pending(&pools[i]);
+	pthread_mutex_unlock(&pool_lock);
 }
 
 bool pool_free_now(CUdeviceptr dptr, CUresult *rc)

@@ -56,6 +56,7 @@ static void mark_iteration(bool inside)
 		marks[i].exec_hits -= inside;
 	}
 	tracer_mark();
+	pool_report_dead();
 	engine_mark_iteration();
 }
 

@@ -607,7 +607,8 @@ static CUdeviceptr alloc_async(const char *name, size_t size, CUstream stream)
 
 /*
  * Stream-ordered allocation, step by step; each result printed as
- * "NAME 0xADDRESS" for the test to relate.  s1 and s2 are two streams.
+ * "NAME 0xADDRESS" for the test to relate.  s1 and s2 are two streams;
+ * iteration marks where dead blocks are reported.
  */
 static void scenario_pool(void)
 {
@@ -625,13 +626,15 @@ static void scenario_pool(void)
 	scale(big1, 1.0f, 64, s1);
 	check(api.mem_free_async(big1, s1), "cuMemFreeAsync big1");	/* its first block dies */
 	check(api.mem_free_async(big2, s1), "cuMemFreeAsync big2");	/* and the two it shared */
-	alloc_async("again", 3 << 20, s1);		/* the same place again */
+	alloc_async("again", 3 << 20, s1);		/* the same place again: two live again */
+	mark_iteration();				/* the third is reported */
 	other = alloc_async("other", 1000, s2);		/* another stream: another segment */
 	huge = alloc_async("huge", 33 << 20, s1);	/* large: a segment of its own, 34 MiB */
 	check(api.mem_free_async(huge, s2), "cuMemFreeAsync huge on s2");	/* waits for s2 */
 	check(api.mem_free(c), "cuMemFree c");		/* synchronous */
 	check(api.mem_free_async(b, s1), "cuMemFreeAsync b");
 	check(api.mem_free_async(other, s2), "cuMemFreeAsync other");
+	mark_iteration();
 	expect_failure(api.mem_free_async(0x1234, s1), "cuMemFreeAsync of an unknown address");
 	check(api.mem_alloc_async(&a, 1000, CU_STREAM_PER_THREAD), "cuMemAllocAsync per-thread");
 	printf("per_thread 0x%llx\n", a);
