@@ -12,7 +12,7 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize test-kernel test-nvidia fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
+.PHONY: all demo test test-unit test-sanitize test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
 
 all: $(VENV)/.installed userlib
 
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_n
 demo: $(VENV)/.installed
 	for t in $(DEMO_TRACES); do $(DEEPUMCTL) replay $$t || exit 1; echo; done
 
-test: test-unit test-sanitize test-kernel test-nvidia
+test: test-unit test-sanitize test-kernel test-nvidia test-dkms
 
 test-unit: $(VENV)/.installed userlib fakecuda
 	$(VPY) -m pytest -q
@@ -58,6 +58,12 @@ test-kernel: $(VENV)/.installed
 # tree (SKIPPED otherwise).  About 4 minutes on 2 cores; uses apt.
 test-nvidia:
 	tests/nvidia/run
+
+# deepum.ko's DKMS packaging (docs/INSTALL.md, "DKMS"): make -C kmod dkms-install, a
+# rebuild as on a kernel update, dkms-remove, with Debian's dkms against Debian 12's kernel
+# headers, in private dkms trees under build/dkms-test.  About 30 s; uses apt.
+test-dkms:
+	tests/dkms/run
 
 # The ioctl fuzzer alone in the QEMU guest, 1,000,000 calls.
 fuzz-kernel: $(VENV)/.installed

@@ -56,3 +56,4 @@ module_exit(deepum_exit);
 
 MODULE_DESCRIPTION("DeepUM correlation prefetcher for GPU Unified Memory");
 MODULE_LICENSE("Dual MIT/GPL");
+MODULE_VERSION(DEEPUM_VERSION);

@@ -411,7 +411,7 @@ def load_module(params: Sequence[str] = (), ko: str | os.PathLike | None = None,
     result = _run(argv, capture_output=True, text=True)
     if result.returncode:
         hint = "" if ko is not None or SOURCE_KO.is_file() else \
-            "; deepum.ko is neither built here (make -C kmod) nor installed"
+            "; deepum.ko is neither built here (make -C kmod) nor installed (make -C kmod dkms-install)"
         raise ModuleError(f"{' '.join(argv)}: {result.stderr.strip() or 'failed'}{hint}")
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
