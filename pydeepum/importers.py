@@ -1,6 +1,6 @@
 """Turn traces taken by other tools into deepum traces.
 
-Two inputs are understood:
+Three inputs are understood:
 
 * the CUPTI capture format of the project's reference traces (one record per
   line, first field the type: M iteration marker, K kernel, U unified-memory
@@ -11,7 +11,13 @@ Two inputs are understood:
   M lines, timestamps on A/F lines, and E lines when it failed;
 * plain CUPTI Unified Memory counter exports, a CSV with the header
   ``counterKind,value,start,end,address,flags,srcId``
-  (CUpti_ActivityUnifiedMemoryCounter's fields).
+  (CUpti_ActivityUnifiedMemoryCounter's fields);
+* the user-mode engine's log (DEEPUM_ENGINE_LOG, userlib/README.md): the
+  launches, faults and iteration marks exactly as the engine fed them to its
+  core, in order, attributed as it attributed them.  Under a budget this is
+  the live fault stream (re-faults of evicted blocks included), which an
+  access-set capture does not have; its prefetch and evict lines are the
+  engine's output and are left out.
 
 Block accesses come from both GPU page-fault records (counterKind 4) and
 host-to-device transfers (counterKind 1): fault records name only part of the
@@ -397,13 +403,56 @@ def import_um_counters(path: str | Path, block_shift: int = 21,
     return Trace(records=b.records(), block_shift=block_shift, meta=meta)
 
 
+_ENGINE_LOG_KINDS = ("iteration", "launch", "fault", "prefetch", "evict")
+
+
+def _engine_log_line(words: list[str], where: str) -> tuple[str, int, dict[str, str], list[str]]:
+    """(kind, t, key=value words, other words) of one engine log line."""
+    if not words or words[0] not in _ENGINE_LOG_KINDS or not words[-1].startswith("t="):
+        raise TraceFormatError(f"{where}: not an engine log line (KIND ... t=<ns>)")
+    keys = dict(w.split("=", 1) for w in words[1:-1] if "=" in w)
+    return words[0], _int(words[-1][2:], 10, where), keys, [w for w in words[1:-1] if "=" not in w]
+
+
+def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progress | None = None) -> Trace:
+    """Read a DEEPUM_ENGINE_LOG into a Trace: what the engine's core was fed."""
+    path = Path(path)
+    b = _Builder()
+    iterations = 0
+    last_ts = None
+    for number, line in _lines(path):
+        if progress and number % 100_000 == 0:
+            progress(100_000)
+        if not line:
+            continue
+        where = f"{path.name}:{number}"
+        kind, ts, keys, rest = _engine_log_line(line.split(), where)
+        last_ts = ts
+        if kind == "iteration":
+            b.add(ITERATION, ts, aux=_int(rest[0] if rest else "", 10, where))
+            iterations += 1
+        elif kind == "launch":
+            b.add(LAUNCH, ts, exec_id=_int(keys.get("exec", ""), 10, where), aux=_int(keys.get("slot", ""), 10, where))
+        elif kind == "fault":
+            addr = _int(rest[0] if rest else "", 16, where)
+            b.add(FAULT, ts, addr >> block_shift << block_shift, exec_id=_int(keys.get("exec", ""), 10, where))
+    if last_ts is None:
+        raise TraceFormatError(f"{path}: empty engine log")
+    b.add(ITERATION, last_ts + 1, aux=iterations, flags=ITER_END)  # after the last record
+    meta = {"source": {"format": "deepum-engine-log", "file": path.name, "sha256": _sha256(path)},
+            "note": "the fault stream the user-mode engine fed its core (faults only: no access to resident blocks)"}
+    return Trace(records=b.records(), block_shift=block_shift, meta=meta)
+
+
 def import_file(path: str | Path, block_shift: int = 21, progress: Progress | None = None) -> Trace:
-    """Import either format, told apart by the first line."""
+    """Import any of the three, told apart by the first line."""
     path = Path(path)
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file")
     for _, line in _lines(path):
         if line.replace(" ", "") == _UM_COUNTER_HEADER:
             return import_um_counters(path, block_shift, progress)
+        if line.split()[:1] and line.split()[0] in _ENGINE_LOG_KINDS:
+            return import_engine_log(path, block_shift, progress)
         return import_cupti_capture(path, block_shift, progress)
     raise TraceFormatError(f"{path}: empty file")

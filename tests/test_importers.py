@@ -161,3 +161,45 @@ def test_tracer_launches_pair_with_kernels_by_stream_order_without_correlation(t
     faults = t.records[t.records["type"] == FAULT]
     assert list(faults["exec_id"]) == [6]
     assert t.meta["source"]["launches_matched"] == 3
+
+
+# ---- the user-mode engine's log --------------------------------------------------------------
+
+
+ENGINE_LOG = """iteration 0 t=100
+launch slot=3 exec=0 t=110
+fault exec=4294967295 0x7f0000200000 t=120
+fault exec=0 0x7f0000400000 t=121
+prefetch exec=1 0x7f0000600000 blocks=2 t=122
+evict 0x7f0000000000 blocks=1 dead t=123
+launch slot=3 exec=1 t=130
+fault exec=1 0x7f0000600000 t=131
+iteration 1 t=140
+launch slot=3 exec=0 t=150
+"""
+
+
+def test_engine_logs_become_the_stream_the_core_was_fed(tmp_path):
+    path = tmp_path / "engine.log"
+    path.write_text(ENGINE_LOG)
+    t = import_file(path)
+    r = t.records
+    assert t.meta["source"]["format"] == "deepum-engine-log"
+    assert [(int(x["type"]), int(x["ts"])) for x in r] == [
+        (ITERATION, 100), (LAUNCH, 110), (FAULT, 120), (FAULT, 121), (LAUNCH, 130), (FAULT, 131),
+        (ITERATION, 140), (LAUNCH, 150), (ITERATION, 151)]
+    launches, faults = r[r["type"] == LAUNCH], r[r["type"] == FAULT]
+    assert list(launches["exec_id"]) == [0, 1, 0] and list(launches["aux"]) == [3, 3, 3]
+    assert list(faults["addr"]) == [0x7F0000200000, 0x7F0000400000, 0x7F0000600000]
+    assert list(faults["exec_id"]) == [EXEC_NONE, 0, 1]  # as the engine attributed them
+    assert int(r[-1]["flags"]) == ITER_END and [int(x["aux"]) for x in r[r["type"] == ITERATION]] == [0, 1, 2]
+
+
+def test_a_bad_engine_log_line_is_named(tmp_path):
+    path = tmp_path / "engine.log"
+    path.write_text("iteration 0 t=1\nlaunch slot=0 exec=zero t=2\n")
+    with pytest.raises(TraceFormatError, match=r"engine.log:2"):
+        import_file(path)
+    path.write_text("iteration 0 t=1\nfault exec=1 0x1000\n")
+    with pytest.raises(TraceFormatError, match=r"engine.log:2: not an engine log line"):
+        import_file(path)

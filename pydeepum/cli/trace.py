@@ -75,7 +75,7 @@ def _parse_notes(notes: tuple[str, ...]) -> dict[str, str]:
 @click.option("--note", "notes", multiple=True, metavar="KEY=VALUE", help="Provenance to record, repeatable.")
 @fail_on_input_errors
 def trace_import(source, output, block_shift, notes):
-    """Convert a CUPTI capture or UM-counter CSV into a deepum trace."""
+    """Convert a CUPTI capture, a UM-counter CSV or an engine log (DEEPUM_ENGINE_LOG) into a deepum trace."""
     size = Path(source).stat().st_size if Path(source).is_file() else 0
     with progress(size, "import") as bar:
         # Lines, not bytes, are reported: the bar is a rough guide for gzip input.
