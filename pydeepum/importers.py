@@ -89,6 +89,15 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise TraceFormatError(f"{path}: unreadable: {e}") from None
 
 
+def _record_lines(path: Path, progress: Progress | None) -> Iterator[tuple[str, str]]:
+    """("file:line", text) of each non-empty line, counting progress."""
+    for number, line in _lines(path):
+        if progress and number % 100_000 == 0:
+            progress(100_000)
+        if line:
+            yield f"{path.name}:{number}", line
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -170,12 +179,7 @@ def _fields(line: str, where: str, counts: tuple[int, ...], maxsplit: int = -1) 
 def _parse_capture(path: Path, progress: Progress | None) -> _Capture:
     c = _Capture()
     last_marker_ts = 0
-    for number, line in _lines(path):
-        if progress and number % 100_000 == 0:
-            progress(100_000)
-        if not line:
-            continue
-        where = f"{path.name}:{number}"
+    for where, line in _record_lines(path, progress):
         kind = line[0]
         if kind == "U":
             f = _fields(line, where, (7,))
@@ -420,12 +424,7 @@ def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progres
     b = _Builder()
     iterations = 0
     last_ts = None
-    for number, line in _lines(path):
-        if progress and number % 100_000 == 0:
-            progress(100_000)
-        if not line:
-            continue
-        where = f"{path.name}:{number}"
+    for where, line in _record_lines(path, progress):
         kind, ts, keys, rest = _engine_log_line(line.split(), where)
         last_ts = ts
         if kind == "iteration":

@@ -31,6 +31,7 @@ from .trace import Trace
 LIBRARY_ENV = "DEEPUM_LIB"
 DELIVERIES = ("write", "callback")
 MODES = ("auto", "observe", "user", "demand", "off")
+FAULT_SOURCES = ("cupti", "uvm-tools")  # the tracer's (DEEPUM_FAULTS)
 
 
 class LibraryNotFound(DeepumInputError):
@@ -60,10 +61,13 @@ class TraceOptions:
     iterations: int = 0  # iterations to record from the first mark; 0: all the program marks
     access_set: bool = True  # managed memory to the host at every mark
     cupti: str | None = None  # libcupti.so to load; None: libdeepum searches
+    faults: str = "cupti"  # UM records from CUPTI or from the UVM tools queue (DEEPUM_FAULTS)
 
     def __post_init__(self) -> None:
         if self.iterations < 0:
             raise DeepumInputError(f"iterations must not be negative, got {self.iterations}")
+        if self.faults not in FAULT_SOURCES:
+            raise DeepumInputError(f"faults must be one of {', '.join(FAULT_SOURCES)}, got {self.faults!r}")
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,7 @@ def environment(base: Mapping[str, str], library: Path, options: RunOptions, wor
         env["DEEPUM_TRACE"] = str(workdir / "capture.%p.csv")
         env["DEEPUM_TRACE_ITERATIONS"] = str(options.trace.iterations)
         env["DEEPUM_TRACE_ACCESS_SET"] = "1" if options.trace.access_set else "0"
+        env["DEEPUM_FAULTS"] = options.trace.faults
         if options.trace.cupti:
             env["DEEPUM_CUPTI"] = options.trace.cupti
     return env

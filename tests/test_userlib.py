@@ -545,6 +545,38 @@ def test_the_tracer_records_launches_faults_allocations_and_iterations(tmp_path)
     assert source["kernels_without_exec_id"] == 0
 
 
+def test_the_tracer_takes_faults_from_the_uvm_queue_as_it_does_from_cupti(tmp_path):
+    """DEEPUM_FAULTS=uvm-tools: the driver's event queue (the fake's, libfakedev.so) instead of
+    CUPTI's UM counters, CUPTI stamping its kernel records with the queue's clock."""
+    tools, uvm = tmp_path / "nvidia-uvm-tools", tmp_path / "nvidia-uvm"
+    tools.touch()
+    queue = {"DEEPUM_FAULTS": "uvm-tools", "FAKEUVM_TOOLS": str(tools), "DEEPUM_UVM_TOOLS": str(tools),
+             "FAKECUDA_UVM_DEVICE": str(uvm), "DEEPUM_UVM_DEVICE": str(uvm),
+             "LD_PRELOAD": f"{FAKE / 'libfakedev.so'}:{LIB}"}
+    r_cupti, from_cupti = traced(tmp_path, "train", "3")
+    r_queue, from_queue = traced(tmp_path, "train", "3", env=queue)
+    assert r_queue.warnings() == [], r_queue.stderr
+    capture = from_queue.read_text().splitlines()
+    assert any(line.startswith("U,4,") for line in capture) and any(line.startswith("U,1,") for line in capture)
+    assert not [line for line in capture if line.startswith("E,")]
+    a, b = import_file(from_cupti), import_file(from_queue)
+
+    def per_iteration(t: Trace) -> list[list[tuple[int, int, int]]]:
+        base = int(t.records[t.records["type"] == ALLOC]["addr"].min())
+        out = []
+        for records in iterations_of(t):
+            launches = records[records["type"] == LAUNCH]
+            order = {e: i for i, e in enumerate(launches["exec_id"].tolist())}
+            faults = records[records["type"] == FAULT]
+            out.append(sorted(((int(x["addr"]) - base) >> 21, order[int(x["exec_id"])], int(x["aux"]))
+                              for x in faults))
+        return out
+
+    # the same blocks, attributed to the same launches, with the same access types
+    assert per_iteration(b) == per_iteration(a) and len(per_iteration(b)) == 3 and per_iteration(b)[0]
+    assert b.meta["source"]["launches_matched"] == 12
+
+
 def test_access_set_marks_move_every_managed_allocation_to_the_host_first(tmp_path):
     r, _ = traced(tmp_path, "train", "3")
     names = [c.name for c in r.calls]

@@ -329,8 +329,11 @@ void deepum_mark_detected_iteration(void);
 bool faults_start(CUdevice device, char *why, size_t size);
 /* "uvm-tools", "cupti": the one started; NULL if none was. */
 const char *faults_source_name(void);
-/* The events since the last call, at most @max (the engine's thread only). */
+/* The events since the last call, at most @max (one reader at a time: the
+ * engine's thread, or the tracer's when there is no engine). */
 u32 faults_poll(struct fault_event *out, u32 max);
+/* Make the UVM queue deliver the migrations it holds back (no-op for CUPTI). */
+void faults_flush(void);
 /* Events the source lost. */
 u64 faults_dropped(void);
 void faults_stop(void);

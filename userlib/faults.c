@@ -182,6 +182,14 @@ static void uvm_event(const uint8_t *entry, struct fault_event *ev)
 	}
 }
 
+static void uvm_flush(u64 now)
+{
+	struct uvm_flush_events flush = { 0 };
+
+	source.last_flush_ns = now;
+	ioctl(uvm.uvm_fd, UVM_TOOLS_FLUSH_EVENTS, &flush);	/* best effort */
+}
+
 static u32 uvm_poll(struct fault_event *out, u32 max)
 {
 	const u32 mask = UVM_QUEUE_ENTRIES - 1;
@@ -190,12 +198,8 @@ static u32 uvm_poll(struct fault_event *out, u32 max)
 	u32 n = 0;
 	u64 now = engine_clock_ns();
 
-	if (now - source.last_flush_ns > UVM_FLUSH_PERIOD_NS) {
-		struct uvm_flush_events flush = { 0 };
-
-		source.last_flush_ns = now;
-		ioctl(uvm.uvm_fd, UVM_TOOLS_FLUSH_EVENTS, &flush);	/* best effort */
-	}
+	if (now - source.last_flush_ns > UVM_FLUSH_PERIOD_NS)
+		uvm_flush(now);
 	for (; get != put && n < max; get = (get + 1) & mask) {
 		const uint8_t *entry = uvm.queue + (size_t)get * UVM_EVENT_ENTRY_BYTES;
 
@@ -403,6 +407,12 @@ u32 faults_poll(struct fault_event *out, u32 max)
 	default:
 		return 0;
 	}
+}
+
+void faults_flush(void)
+{
+	if (source.running == SOURCE_UVM_TOOLS)
+		uvm_flush(engine_clock_ns());
 }
 
 u64 faults_dropped(void)

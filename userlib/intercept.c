@@ -48,24 +48,19 @@ const enum entry_stream deepum_entry_stream[ENTRY_COUNT] = {
  * unknown function.  FREE hooks always run their handler: memory libdeepum
  * handed out must come back to it, whatever happened since.
  */
-#define TRAMPOLINE_HOOK(name, handler, params, args)                                          \
+#define TRAMPOLINE_WHILE(name, handler, params, args, hooked)                               \
 	DEEPUM_EXPORT CUresult name params                                                    \
 	{                                                                                     \
 		deepum_init_once();                                                           \
 		if (!deepum_real[ENTRY_##name])                                               \
 			return CUDA_ERROR_NOT_FOUND;                                          \
-		if (!deepum_active())                                                         \
+		if (!(hooked))                                                                \
 			return REAL(name) args;                                               \
 		return on_##handler(ENTRY_##name, REAL(name), EXPAND args);                   \
 	}
-#define TRAMPOLINE_FREE(name, handler, params, args)                                          \
-	DEEPUM_EXPORT CUresult name params                                                    \
-	{                                                                                     \
-		deepum_init_once();                                                           \
-		if (!deepum_real[ENTRY_##name])                                               \
-			return CUDA_ERROR_NOT_FOUND;                                          \
-		return on_##handler(ENTRY_##name, REAL(name), EXPAND args);                   \
-	}
+#define TRAMPOLINE_HOOK(name, handler, params, args) \
+	TRAMPOLINE_WHILE(name, handler, params, args, deepum_active())
+#define TRAMPOLINE_FREE(name, handler, params, args) TRAMPOLINE_WHILE(name, handler, params, args, true)
 #define TRAMPOLINE_USE(name, handler, params, args)
 #define TRAMPOLINE_MAYBE(name, handler, params, args)
 #define TRAMPOLINE(kind, name, handler, stream, params, args) \

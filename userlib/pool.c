@@ -308,6 +308,18 @@ static void note_dead(struct chunk *c, u64 addr, u64 len)
 	}
 }
 
+/* Merge @c's next neighbour (out of its bin) into @c. */
+static void absorb_next(struct chunk *c)
+{
+	struct chunk *n = c->next;
+
+	c->size += n->size;
+	c->next = n->next;
+	if (n->next)
+		n->next->prev = c;
+	free(n);
+}
+
 /* The live chunk @c is free from this point of its pool's stream on. */
 static void release(struct chunk *c)
 {
@@ -315,25 +327,13 @@ static void release(struct chunk *c)
 
 	live_remove(c);
 	if (c->prev && c->prev->free) {
-		struct chunk *p = c->prev;
-
-		bin_remove(p);
-		p->size += c->size;
-		p->next = c->next;
-		if (c->next)
-			c->next->prev = p;
-		free(c);
-		c = p;
+		c = c->prev;
+		bin_remove(c);
+		absorb_next(c);
 	}
 	if (c->next && c->next->free) {
-		struct chunk *n = c->next;
-
-		bin_remove(n);
-		c->size += n->size;
-		c->next = n->next;
-		if (n->next)
-			n->next->prev = c;
-		free(n);
+		bin_remove(c->next);
+		absorb_next(c);
 	}
 	bin_insert(c);
 	note_dead(c, addr, len);

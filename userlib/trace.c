@@ -31,8 +31,18 @@
  * external-correlation records only for API records, hence DRIVER activity
  * is enabled and then ignored.)
  *
+ * UM records come from CUPTI's Unified Memory counters, or, with
+ * DEEPUM_FAULTS=uvm-tools, from the driver's UVM tools event queue
+ * (faults.c), written as the same U lines: GPU page faults (kind 4, value 1,
+ * flags the access type) and migrations (kind 1 to the GPU, 2 to the host,
+ * value the bytes, flags the cause).  On the H200 CUPTI delivered no UM
+ * record once cuDNN was loaded (ResNet-50); the queue does not depend on it.
+ * A thread of the tracer drains the queue while recording, and each mark
+ * drains it before its M line.
+ *
  * All timestamps are CUPTI's (cuptiGetTimestamp), the clock of its kernel
- * and UM records.  Recording starts at the first deepum_mark_iteration() and
+ * and UM records; with the UVM queue, CUPTI is asked to stamp its records
+ * with the queue's clock (CLOCK_MONOTONIC_RAW), and the tracer uses it too.  Recording starts at the first deepum_mark_iteration() and
  * stops at the (DEEPUM_TRACE_ITERATIONS + 1)-th, which closes the last
  * iteration; the program runs on untraced.  At every mark the tracer waits
  * for the GPU, and with DEEPUM_TRACE_ACCESS_SET=1 (the default) first moves
@@ -52,6 +62,7 @@
 
 enum { ACTIVITY_BUFFER_BYTES = 8 << 20 };
 
+/* The UM counters first: with the UVM queue, the others only. */
 static const CUpti_ActivityKind activity_kinds[] = {
 	CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER,
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -76,6 +87,10 @@ static u32 marks;		/* under mark_lock */
 
 _Atomic bool tracer_recording;
 static _Atomic bool failed;
+static bool from_uvm_queue;	/* DEEPUM_FAULTS=uvm-tools: UM records from the UVM queue */
+static pthread_t queue_thread;
+static _Atomic bool queue_draining;	/* the thread runs */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;	/* one reader of the queue */
 static _Atomic u64 last_external_id;
 
 static void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -126,8 +141,87 @@ static u64 timestamp(void)
 {
 	uint64_t ts = 0;
 
+	if (from_uvm_queue)
+		return engine_clock_ns();
 	cupti.cuptiGetTimestamp(&ts);
 	return ts;
+}
+
+static uint64_t queue_clock(void)
+{
+	return engine_clock_ns();
+}
+
+/* Everything the UVM queue holds now, as U lines. */
+static void drain_queue(void)
+{
+	static struct fault_event events[4096];
+	u32 n;
+
+	pthread_mutex_lock(&queue_lock);
+	while ((n = faults_poll(events, sizeof(events) / sizeof(events[0])))) {
+		pthread_mutex_lock(&file_lock);
+		for (u32 i = 0; out && i < n; i++) {
+			const struct fault_event *e = &events[i];
+
+			if (e->kind == EV_FAULT)
+				fprintf(out, "U,4,1,%llu,%llu,%llx,%u\n", (unsigned long long)e->ts,
+					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);
+			else
+				fprintf(out, "U,%u,%llu,%llu,%llu,%llx,%u\n", e->kind == EV_MIGRATED_IN ? 1 : 2,
+					(unsigned long long)e->bytes, (unsigned long long)e->ts,
+					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);
+		}
+		pthread_mutex_unlock(&file_lock);
+	}
+	pthread_mutex_unlock(&queue_lock);
+}
+
+static void *queue_drainer(void *arg)
+{
+	const struct timespec pause = { .tv_nsec = 1000000 };
+
+	(void)arg;
+	while (atomic_load(&queue_draining)) {
+		drain_queue();
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+/* The UVM queue instead of CUPTI's UM counters, on one clock with CUPTI's
+ * kernel records. */
+static bool queue_start(CUdevice device)
+{
+	char why[512];
+
+	if (!cupti.cuptiActivityRegisterTimestampCallback ||
+	    cupti.cuptiActivityRegisterTimestampCallback(queue_clock) != CUPTI_SUCCESS) {
+		trace_fail("CUPTI cannot stamp its records with the UVM queue's clock; trace with DEEPUM_FAULTS=cupti");
+		return false;
+	}
+	if (!faults_start(device, why, sizeof(why))) {
+		trace_fail("%s", why);
+		return false;
+	}
+	atomic_store(&queue_draining, true);
+	if (pthread_create(&queue_thread, NULL, queue_drainer, NULL) != 0) {
+		atomic_store(&queue_draining, false);
+		faults_stop();
+		trace_fail("cannot start the thread that reads the UVM queue");
+		return false;
+	}
+	return true;
+}
+
+static void queue_stop(void)
+{
+	if (!atomic_exchange(&queue_draining, false))
+		return;
+	pthread_join(queue_thread, NULL);
+	faults_flush();
+	drain_queue();
+	faults_stop();
 }
 
 static void write_activity(const CUpti_Activity *record)
@@ -201,6 +295,9 @@ static bool recording_start(void)
 		trace_fail("no current CUDA context at the first iteration mark");
 		return false;
 	}
+	from_uvm_queue = deepum.faults == FAULTS_UVM_TOOLS;
+	if (from_uvm_queue && !queue_start(device))
+		return false;
 	for (size_t i = 0; i < sizeof(um) / sizeof(um[0]); i++)
 		um[i] = (CUpti_ActivityUnifiedMemoryCounterConfig){
 			.scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
@@ -210,10 +307,11 @@ static bool recording_start(void)
 		};
 	if (!cupti_ok(cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
 		      "cuptiActivityRegisterCallbacks") ||
-	    !cupti_ok(cupti.cuptiActivityConfigureUnifiedMemoryCounter(um, sizeof(um) / sizeof(um[0])),
-		      "cuptiActivityConfigureUnifiedMemoryCounter"))
+	    (!from_uvm_queue &&
+	     !cupti_ok(cupti.cuptiActivityConfigureUnifiedMemoryCounter(um, sizeof(um) / sizeof(um[0])),
+		       "cuptiActivityConfigureUnifiedMemoryCounter")))
 		return false;
-	for (size_t i = 0; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
+	for (size_t i = from_uvm_queue; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
 		if (!cupti_ok(cupti.cuptiActivityEnable(activity_kinds[i]), "cuptiActivityEnable"))
 			return false;
 	started = true;
@@ -223,8 +321,9 @@ static bool recording_start(void)
 static void recording_stop(void)
 {
 	atomic_store(&tracer_recording, false);
+	queue_stop();
 	if (started) {
-		for (size_t i = 0; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
+		for (size_t i = from_uvm_queue; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]); i++)
 			cupti.cuptiActivityDisable(activity_kinds[i]);
 		cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	}
@@ -324,6 +423,10 @@ static void mark(void)
 	if (first ? !recording_start()
 		  : !cupti_ok(cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
 		return;
+	if (from_uvm_queue) {
+		faults_flush();
+		drain_queue();
+	}
 	ts = timestamp();
 	trace_line("M,%u,%llu,%u", marks, (unsigned long long)ts, flags);
 	if (first)

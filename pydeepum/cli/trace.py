@@ -12,7 +12,7 @@ import click
 
 from ..errors import DeepumInputError
 from ..importers import import_file
-from ..run import CommandNotRunnable, TraceNotRecorded, TraceOptions, record
+from ..run import FAULT_SOURCES, CommandNotRunnable, TraceNotRecorded, TraceOptions, record
 from ..synth import SynthSpec, generate
 from ..trace import EXEC_NONE, FAULT, Trace
 from ._common import emit_json, fail_on_input_errors, gib, progress
@@ -112,27 +112,32 @@ def _recorded_summary(output: str, t: Trace) -> list[str]:
                    "its complete first-touch stream.")
 @click.option("--cupti", type=click.Path(dir_okay=False), default=None,
               help="libcupti.so to load (default: the one the program loaded, or the library path's).")
+@click.option("--faults", type=click.Choice(FAULT_SOURCES), default="cupti", show_default=True,
+              help="Where GPU faults and migrations come from: CUPTI's Unified Memory counters, or the "
+                   "driver's event queue on /dev/nvidia-uvm-tools (when CUPTI reports none, e.g. once "
+                   "cuDNN is loaded).")
 @click.option("--block-shift", type=int, default=21, show_default=True, help="log2 of the UM block size.")
 @click.option("--keep-capture", type=click.Path(dir_okay=False), default=None,
               help="Also keep libdeepum's raw capture here (deepumctl trace import reads it).")
 @click.option("--note", "notes", multiple=True, metavar="KEY=VALUE", help="Provenance to record, repeatable.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @fail_on_input_errors
-def trace_record(output, iterations, access_set, cupti, block_shift, keep_capture, notes, command):
+def trace_record(output, iterations, access_set, cupti, faults, block_shift, keep_capture, notes, command):
     """Run COMMAND under libdeepum's tracer and write its trace.
 
     COMMAND marks each iteration's start, and the end of the last, with
     pydeepum.torch.mark_iteration(); the trace starts at the first mark.
     It runs in observe mode with managed memory, with CUPTI recording
-    kernels and Unified Memory activity (the program must not use CUPTI
-    itself, e.g. torch.profiler).  Exits with COMMAND's status, or 1 if
+    kernels and Unified Memory activity, or kernels only with --faults
+    uvm-tools (the program must not use CUPTI itself, e.g. torch.profiler).  Exits with COMMAND's status, or 1 if
     no trace could be made of it.
 
     deepumctl trace record --iterations 5 -o gpt2.dut.gz -- python train.py
     """
     provenance = _parse_notes(notes)
     try:
-        t, result = record(command, TraceOptions(iterations=iterations, access_set=access_set, cupti=cupti),
+        t, result = record(command, TraceOptions(iterations=iterations, access_set=access_set, cupti=cupti,
+                                                faults=faults),
                            block_shift, keep_capture=Path(keep_capture) if keep_capture else None)
     except CommandNotRunnable as e:
         click.echo(f"deepumctl trace record: {e}", err=True)

@@ -104,7 +104,7 @@ def driver_version() -> str:
 
 
 def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
-            worker: list[str] | None = None) -> dict:
+            worker: list[str] | None = None, faults: str = "cupti") -> dict:
     """Trace @name into @out; its provenance (with "error" if it failed).
     @worker replaces the training process (tests run the plumbing without a GPU)."""
     from pydeepum.trace import Trace
@@ -116,13 +116,13 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
     cupti = find_cupti()
     command = [sys.executable, "-c", "from pydeepum.cli import cli; cli()", "trace", "record",
                "--iterations", str(iterations), "-o", str(trace_path), *(["--cupti", cupti] if cupti else []),
-               "--", *worker]
+               "--faults", faults, "--", *worker]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     provenance: dict = {
         "workload": name, "trace": trace_path.name, "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "driver": driver_version(), "iterations": iterations,
-        "access_set": True,
+        "access_set": True, "faults": faults,
     }
     started = time.monotonic()
     # A session of its own, so that a timeout stops the training process too, not only deepumctl.
@@ -170,13 +170,15 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=170)
+    ap.add_argument("--faults", choices=("cupti", "uvm-tools"), default="cupti",
+                    help="the tracer's fault source (uvm-tools where CUPTI reports none: ResNet-50)")
     args = ap.parse_args()
     if args.iterations < 5 or args.warmup < 1:
         ap.error("the traces need at least 5 iterations after at least 1 warm-up")
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.workloads:
-        provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout)
+        provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout, faults=args.faults)
         path = args.out / f"h200-{STEMS[name]}-accessset-{args.iterations}it.json"
         path.write_text(json.dumps(provenance, indent=2) + "\n")
         failed |= "error" in provenance

@@ -14,9 +14,10 @@
  *   DRIVER                  one (empty) record per driver call
  *
  * Buffers go back when full or at cuptiActivityFlushAll, from the thread
- * that filled or flushed them.  Timestamps are the fake GPU's clock, or, for
- * UM records, the client's clock once it registers one
- * (cuptiActivityRegisterTimestampCallback), as CUPTI does.
+ * that filled or flushed them.  Timestamps are the fake GPU's clock, or the
+ * client's clock once it registers one (cuptiActivityRegisterTimestampCallback),
+ * as CUPTI does: a kernel then starts when its launch call was made (the
+ * fake runs it right there) and ends when it is done.
  *
  * Knob: FAKECUPTI_DROP=N  report N dropped records at the next buffer.
  */
@@ -86,10 +87,15 @@ static void add_record(const void *record, size_t size)
 	deliver(full, full_size, full_used);
 }
 
+/* The client's time of this thread's latest driver call: a kernel's start. */
+static __thread uint64_t client_call_ts;
+
 static void on_driver_call(uint32_t correlation)
 {
 	CUpti_Activity api = { CUPTI_ACTIVITY_KIND_DRIVER };
 
+	if (client_clock)
+		client_call_ts = client_clock();
 	if (!enabled[CUPTI_ACTIVITY_KIND_DRIVER])
 		return;
 	if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && external_depth) {
@@ -110,8 +116,8 @@ static void on_kernel(const char *name, const unsigned int grid[3], const unsign
 {
 	CUpti_ActivityKernel10 k = {
 		.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-		.start = start,
-		.end = end,
+		.start = client_clock ? client_call_ts : start,
+		.end = client_clock ? client_clock() : end,
 		.streamId = stream,
 		.gridX = (int32_t)grid[0], .gridY = (int32_t)grid[1], .gridZ = (int32_t)grid[2],
 		.blockX = (int32_t)block[0], .blockY = (int32_t)block[1], .blockZ = (int32_t)block[2],
