@@ -37,8 +37,9 @@
 #include "sysfs.h"
 #include "uvm.h"
 
-#define DEEPUM_FEATURES \
-	(DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE | DEEPUM_UVM_FEATURES)
+#define DEEPUM_FEATURES                                                                  \
+	(DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE |      \
+	 DEEPUM_FEATURE_LAUNCH_PAGE | DEEPUM_UVM_FEATURES)
 
 /* One open file of /dev/deepum. */
 struct deepum_file {
@@ -446,6 +447,22 @@ static long deepum_ioctl(struct file *file, unsigned int cmd, unsigned long uarg
 	return 0;
 }
 
+/*
+ * mmap(): the context's launch page (launches.c), after ATTACH, from its
+ * process only (-ENOTCONN, -EPERM as for the ioctls).
+ *
+ * Locking: mmap_lock is held by the caller; takes what
+ * deepum_launches_mmap() takes.  Sleeps.
+ */
+static int deepum_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct deepum_context *ctx = deepum_file_context(file->private_data);
+
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	return deepum_launches_mmap(ctx, vma);
+}
+
 /* Locking: none needed; the file is not yet visible to anyone else. */
 static int deepum_open(struct inode *inode, struct file *file)
 {
@@ -482,6 +499,7 @@ static const struct file_operations deepum_fops = {
 	.open		= deepum_open,
 	.release	= deepum_release,
 	.unlocked_ioctl	= deepum_ioctl,
+	.mmap		= deepum_mmap,
 	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= noop_llseek,
 };

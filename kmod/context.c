@@ -77,6 +77,7 @@ int deepum_context_create(struct deepum_context **ret)
 		kfree(ctx);
 		return err;
 	}
+	deepum_launches_init(&ctx->launches);
 	ctx->id = atomic64_inc_return(&deepum_context_ids);
 	ctx->mm = current->mm;
 	mmgrab(ctx->mm);
@@ -92,7 +93,8 @@ int deepum_context_create(struct deepum_context **ret)
 }
 
 /*
- * Stop the context's pipeline, move its final counters into the module's
+ * Stop what feeds the context (the fault hook, the launch page), then its
+ * pipeline; move its final counters into the module's
  * totals and free it.  Leaving the registry and joining the totals happen
  * under one lock, so module-wide counters never go backwards.
  *
@@ -103,6 +105,7 @@ void deepum_context_destroy(struct deepum_context *ctx)
 	struct deepum_stats final;
 
 	deepum_uvm_unbind(ctx);
+	deepum_launches_destroy(&ctx->launches);
 	deepum_pipeline_stop(&ctx->pipe);
 
 	mutex_lock(&deepum_contexts_lock);

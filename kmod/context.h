@@ -8,8 +8,10 @@
  *   deepum_defaults_lock		context.c: DEEPUM_SCOPE_DEFAULTS (held alone)
  *   deepum_contexts_lock		context.c: the registry of live contexts and
  *					the totals of gone ones; never per record
+ *   deepum_launches.create_lock	launches.c: the first mmap() (under mmap_lock)
  *   deepum_pipeline.inject_lock	pipeline.c: TEST_INJECT's staging buffer
  *   deepum_pipeline.core_lock		pipeline.c: the core, held per batch
+ *   deepum_launches.read_lock		launches.c: spinlock, the rings' one reader
  *   deepum_pipeline.fault_lock		pipeline.c: spinlock, innermost
  * The recording backend's drain_lock is taken alone (and may fault).
  */
@@ -19,6 +21,7 @@
 #include <linux/list.h>
 #include <linux/types.h>
 
+#include "launches.h"
 #include "pipeline.h"
 
 struct mm_struct;
@@ -30,6 +33,7 @@ struct deepum_context {
 	struct pid *tgid;
 	struct list_head node;		/* in deepum_contexts, under deepum_contexts_lock */
 	struct deepum_pipeline pipe;
+	struct deepum_launches launches;	/* the launch page, once mapped */
 };
 
 int deepum_contexts_module_init(void);

@@ -55,3 +55,29 @@ module_param_cb(cmd_queue_len, &deepum_queue_len_ops, &deepum_cmd_queue_len, 064
 MODULE_PARM_DESC(cmd_queue_len, "Commands a new context's command queue holds ("
 		 DEEPUM_QUEUE_LEN_RANGE "; default "
 		 __stringify(DEEPUM_CMD_QUEUE_LEN_DEFAULT) ")");
+
+unsigned int deepum_launch_poll_us = DEEPUM_LAUNCH_POLL_US_DEFAULT;
+
+/* Locking: the module parameter lock serialises writers; readers use READ_ONCE(). */
+static int deepum_launch_poll_us_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int us;
+	int err = kstrtouint(val, 0, &us);
+
+	if (err)
+		return err;
+	if (us < DEEPUM_LAUNCH_POLL_US_MIN || us > DEEPUM_LAUNCH_POLL_US_MAX)
+		return -EINVAL;
+	WRITE_ONCE(deepum_launch_poll_us, us);
+	return 0;
+}
+
+static const struct kernel_param_ops deepum_launch_poll_us_ops = {
+	.set = deepum_launch_poll_us_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(launch_poll_us, &deepum_launch_poll_us_ops, &deepum_launch_poll_us, 0644);
+MODULE_PARM_DESC(launch_poll_us, "How often a context reads its launch page, in us ("
+		 __stringify(DEEPUM_LAUNCH_POLL_US_MIN) ".." __stringify(DEEPUM_LAUNCH_POLL_US_MAX)
+		 "; default " __stringify(DEEPUM_LAUNCH_POLL_US_DEFAULT) ")");

@@ -15,7 +15,13 @@
 #define DEEPUM_FAULT_QUEUE_LEN_DEFAULT		16384
 #define DEEPUM_CMD_QUEUE_LEN_DEFAULT		16384
 
+/* How often a context reads its launch page, in microseconds. */
+#define DEEPUM_LAUNCH_POLL_US_MIN		10
+#define DEEPUM_LAUNCH_POLL_US_MAX		100000
+#define DEEPUM_LAUNCH_POLL_US_DEFAULT		100
+
 extern bool deepum_enable_test_ioctls;
+extern unsigned int deepum_launch_poll_us;
 extern unsigned int deepum_fault_queue_len;
 extern unsigned int deepum_cmd_queue_len;
 

@@ -50,6 +50,12 @@ int deepum_pipeline_module_init(void)
 	return deepum_wq ? 0 : -ENOMEM;
 }
 
+/* Run @work on the pipelines' workqueue.  Locking: none; any context, interrupts included. */
+void deepum_queue_work(struct work_struct *work)
+{
+	queue_work(deepum_wq, work);
+}
+
 /* Locking: module exit; every context, and so every work item, is gone. */
 void deepum_pipeline_module_exit(void)
 {

@@ -65,6 +65,7 @@ struct deepum_pipeline {
 
 int deepum_pipeline_module_init(void);
 void deepum_pipeline_module_exit(void);
+void deepum_queue_work(struct work_struct *work);
 
 int deepum_pipeline_init(struct deepum_pipeline *pipe, const struct deepum_config *cfg,
 			 const struct deepum_backend_ops *backend, bool test_inject);

@@ -6,8 +6,9 @@
  *
  * In: nvidia-uvm calls deepum_uvm_fault_batch() after servicing each
  * replayable fault batch; the faults of a bound VA space become FAULT
- * records in its context's fault queue (the running kernel is the one the
- * last SET_EXEC_ID named).  Out: the pipeline's migration work item hands
+ * records in its context's fault queue, after the launches the GPU reached
+ * according to its launch page (so the running kernel is the one the last
+ * LAUNCH record named).  Out: the pipeline's migration work item hands
  * each command to deepum_uvm_migrate(), which starts it with an exported
  * helper and does not wait for the copy.
  *
@@ -64,14 +65,17 @@ static u32 deepum_uvm_access(u8 access_type)
 
 /*
  * Locking: called by nvidia-uvm inside rcu_read_lock(), from a GPU's fault
- * bottom half; must not sleep.  Takes gpu_lock once per binding and each
- * pipeline's fault_lock per record.  Bounded: at most UVM_EXT_FAULT_CHUNK
- * records per call, dropped (and counted) if the fault queue is full.
+ * bottom half; must not sleep.  Takes gpu_lock once per binding, the
+ * launch page's read_lock, and each pipeline's fault_lock per record.
+ * Bounded: at most UVM_EXT_FAULT_CHUNK records and one batch of launches
+ * per call, dropped (and counted) if the fault queue is full.
  */
 static void deepum_uvm_fault_batch(struct uvm_va_space_struct *va_space, const u8 *gpu_uuid,
 				   u32 batch_id, const struct uvm_ext_fault *faults, u32 count)
 {
 	struct deepum_uvm_binding *b;
+	struct deepum_context *ctx;
+	bool more;
 	u32 i;
 
 	list_for_each_entry_rcu(b, &deepum_uvm_bound, node) {
@@ -86,6 +90,10 @@ static void deepum_uvm_fault_batch(struct uvm_va_space_struct *va_space, const u
 			}
 			spin_unlock(&b->gpu_lock);
 		}
+		ctx = container_of(b->pipe, struct deepum_context, pipe);
+		deepum_launches_take(ctx, &more);
+		if (more)
+			deepum_queue_work(&ctx->launches.watch);
 		for (i = 0; i < count && i < UVM_EXT_FAULT_CHUNK; i++) {
 			struct deepum_record rec = {
 				.type = DEEPUM_REC_FAULT,

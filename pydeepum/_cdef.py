@@ -31,7 +31,13 @@ _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _DEFINE = re.compile(r"^\s*#\s*define\s+((?:DEEPUM|DUM_REPLAY|DUM_SIM)_[A-Z0-9_]+)\s+(\S.*)$")
 
 
-def _declarations(text: str) -> tuple[list[str], str]:
+_LITERAL = re.compile(r"^(0x[0-9a-fA-F]+|[0-9]+)[uU]?$")
+
+
+def _declarations(text: str) -> tuple[list[tuple[str, str]], str]:
+    """The (name, value) of each integer macro, and the rest.  A plain literal
+    keeps its value (struct array sizes use it); cffi gets any other from the
+    compiler ("...")."""
     text = _COMMENT.sub("", text)
     macros = []
     body = []
@@ -40,7 +46,8 @@ def _declarations(text: str) -> tuple[list[str], str]:
         if m:
             # Function-like macros and bare names (include guards) have no value.
             if not m.group(1).endswith("_H") and "(" not in line.split(m.group(1))[1][:1]:
-                macros.append(m.group(1))
+                literal = _LITERAL.match(m.group(2).strip())
+                macros.append((m.group(1), literal.group(1) if literal else "..."))
             continue
         if line.lstrip().startswith("#"):
             continue
@@ -54,5 +61,5 @@ def cdef(headers: tuple[Path, ...] = HEADERS) -> str:
     for header in headers:
         macros, body = _declarations(header.read_text())
         parts.append(body)
-        parts.extend(f"#define {name} ..." for name in macros)
+        parts.extend(f"#define {name} {value}" for name, value in macros)
     return "\n".join(parts)

@@ -28,7 +28,7 @@ HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchK
          "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz",
          "cuStreamEndCapture", "cuStreamEndCapture_ptsz"}
 LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
-# struct deepum_launch_page (userlib/launch_page.h): 4 u32, 128 stream handles, 128 positions, the rings
+# struct deepum_launch_page (kmod/include/uapi/deepum.h): 4 u32, 128 stream handles, 128 positions, the rings
 PAGE_POSITIONS_OFFSET = 16 + 128 * 8
 
 

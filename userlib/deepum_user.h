@@ -25,7 +25,7 @@
 #include "../kmod/core/port.h"
 #include "cupti_abi.h"
 #include "entry_points.h"
-#include "launch_page.h"
+#include "../kmod/include/uapi/deepum.h"
 
 #define DEEPUM_EXPORT __attribute__((visibility("default")))
 

@@ -6,7 +6,7 @@
  * A prefetcher must know which kernel runs now, not which one the host
  * enqueued last (the host runs far ahead of the GPU).  The launching thread
  * writes each launch's exec ID into its stream's ring in the launch page
- * (launch_page.h), a plain store; how far the stream has got travels in the
+ * (struct deepum_launch_page, kmod/include/uapi/deepum.h), a plain store; how far the stream has got travels in the
  * stream itself and lands in the page's position word when the GPU gets
  * there:
  *   write     cuStreamWriteValue64 of (seq << 32 | exec_id) before every

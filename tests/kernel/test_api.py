@@ -13,7 +13,8 @@ from _deepum_uapi import ffi, lib
 from klib import RW, STRUCTS, ioc, nr, raw_ioctl
 
 API_SIZE = ffi.sizeof("struct deepum_api")
-FEATURES = lib.DEEPUM_FEATURE_PREFETCH | lib.DEEPUM_FEATURE_PREEVICT | lib.DEEPUM_FEATURE_INVALIDATE
+FEATURES = (lib.DEEPUM_FEATURE_PREFETCH | lib.DEEPUM_FEATURE_PREEVICT | lib.DEEPUM_FEATURE_INVALIDATE |
+            lib.DEEPUM_FEATURE_LAUNCH_PAGE)
 # The module runs with the test ioctls enabled here (test_isolation.py checks the mask without).
 ALL_IOCTLS = sum(1 << nr(name) for name in STRUCTS)
 

@@ -69,7 +69,25 @@ def test_parameter_defaults() -> None:
     assert klib.param("enable_test_ioctls") == "Y"
     assert klib.param("fault_queue_len") == "16384"
     assert klib.param("cmd_queue_len") == "16384"
+    assert klib.param("launch_poll_us") == "100"
     assert klib.sysfs("backend") == "record"
+
+
+@pytest.mark.parametrize("value", ["9", "100001", "-1", "abc"])
+def test_launch_poll_period_checked_on_write(value: str) -> None:
+    with pytest.raises(OSError) as exc:
+        (PARAMS / "launch_poll_us").write_text(value)
+    assert exc.value.errno == errno.EINVAL
+    assert klib.param("launch_poll_us") == "100"
+
+
+def test_launch_poll_period_bounds_accepted() -> None:
+    try:
+        for value in ("10", "100000"):
+            (PARAMS / "launch_poll_us").write_text(value)
+            assert klib.param("launch_poll_us") == value
+    finally:
+        (PARAMS / "launch_poll_us").write_text("100")
 
 
 @pytest.mark.parametrize("value", ["0", "32", "100", "2097152", "-64", "abc", "64 64"])

@@ -26,6 +26,8 @@
  *   1.1  stats: window_skips, window_waits (the window resynchronizes);
  *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use);
  *        DEEPUM_IOC_BIND_UVM, DEEPUM_FEATURE_UVM.
+ *   1.2  the launch page (struct deepum_launch_page, until then libdeepum's
+ *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -34,7 +36,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 1
+#define DEEPUM_API_MINOR 2
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -222,7 +224,7 @@ struct deepum_stats {
 	__u64 resident_blocks;		/* gauge: blocks the model holds resident now */
 	__u64 core_ns;			/* time spent in the core, measured by its caller */
 	/* Kept by the pipeline around the core (kernel module, libdeepum): */
-	__u64 records_dropped;		/* records lost to a full fault queue */
+	__u64 records_dropped;		/* records lost to a full fault queue, or launches overwritten in the launch page before they were read */
 	__u64 cmds_dropped;		/* commands lost to a full command queue */
 	__u64 prefetch_late;		/* faults on a block whose prefetch was not done yet */
 	/* The core again (1.1, in what was the reserved tail): */
@@ -286,6 +288,7 @@ struct deepum_api {
 #define DEEPUM_FEATURE_PREEVICT		(1ULL << 1)	/* pre-eviction */
 #define DEEPUM_FEATURE_INVALIDATE	(1ULL << 2)	/* dead-range invalidation */
 #define DEEPUM_FEATURE_UVM		(1ULL << 3)	/* GPU faults from nvidia-uvm, commands carried out there */
+#define DEEPUM_FEATURE_LAUNCH_PAGE	(1ULL << 4)	/* mmap() gives the context's launch page */
 
 /**
  * DEEPUM_IOC_ATTACH - bind this file to the calling process.
@@ -471,6 +474,58 @@ struct deepum_bind_uvm {
 	__u32 fd;
 	__u32 flags;
 	__u64 reserved[2];
+};
+
+/*
+ * The launch page: how a watcher (the module's context, or libdeepum's
+ * user-mode engine in memory of its own) learns, in stream order, which
+ * kernel runs now, without a system call per launch.
+ *
+ * Each stream the launching process uses owns a slot, with two parts:
+ *
+ *   ring[slot][s % DEEPUM_RING_DEPTH] = (u64)s << 32 | exec_id
+ *       written by the launching thread, before it enqueues the stream's
+ *       s-th launch (s = 1, 2, ...): which launch is which;
+ *   position[slot] = (u64)s << 32 | exec_id
+ *       written in stream order, when everything enqueued before launch s
+ *       on that stream has completed (the GPU stores it: a stream memory
+ *       write into this page, mapped for the GPU): how far the stream got.
+ *
+ * A reader that sees position s reads launches last + 1 .. s from the ring.
+ * Each entry carries its own s, so a torn pair is impossible and an entry
+ * the launching thread has already reused (it ran more than
+ * DEEPUM_RING_DEPTH launches ahead of the reader) is recognised, never
+ * misread.  s wraps at 2^32; exec_id may be DEEPUM_EXEC_NONE.
+ * name_hash[e] is the kernel-name hash of exec ID e (< DEEPUM_PAGE_EXEC_IDS),
+ * written before the first ring entry that carries e; 0: unknown.
+ *
+ * From the module (DEEPUM_FEATURE_LAUNCH_PAGE): mmap() of an attached file,
+ * offset 0, MAP_SHARED, length sizeof(struct deepum_launch_page) rounded up
+ * to the page size: the context's page, zeroed but for magic, version,
+ * streams and depth; every mapping in the process shows the same page.  It
+ * is not inherited by fork().  Errors: -ENOTCONN before ATTACH, -EPERM from
+ * another process, -EINVAL for another offset or length or a private
+ * mapping, -ENOMEM.
+ */
+#define DEEPUM_PAGE_MAGIC	0x4c50554dU	/* "MUPL" read as little-endian bytes */
+#define DEEPUM_PAGE_VERSION	3
+#define DEEPUM_PAGE_STREAMS	128
+/* How far the host may run ahead of the reader: CUDA queues ~1,000
+ * launches per stream before a launch blocks, so 4,096 leaves room. */
+#define DEEPUM_RING_DEPTH	4096
+#define DEEPUM_PAGE_EXEC_IDS	32768
+
+struct deepum_launch_page {
+	__u32 magic;
+	__u32 version;
+	__u32 streams;		/* DEEPUM_PAGE_STREAMS */
+	__u32 depth;		/* DEEPUM_RING_DEPTH */
+	/* The CUstream handle of each slot (0: free slot; 0x1: legacy default
+	 * stream; 0x2: a per-thread default stream), set before first use. */
+	__u64 stream[DEEPUM_PAGE_STREAMS];
+	__u64 position[DEEPUM_PAGE_STREAMS];
+	__u64 ring[DEEPUM_PAGE_STREAMS][DEEPUM_RING_DEPTH];
+	__u64 name_hash[DEEPUM_PAGE_EXEC_IDS];
 };
 
 /* Public ioctls count up from 0x00, test ioctls from 0x20; all stay below 64
