@@ -49,8 +49,9 @@ build/fuzz_core: tests/core/fuzz_core.c $(CORE_SRC) $(wildcard kmod/core/*.h) km
 test-sanitize: build/fuzz_core
 	build/fuzz_core 1000000
 
-# deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md).
-test-kernel: $(VENV)/.installed
+# deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md); libdeepum
+# and the fake libcuda too, for the test of the launch page end to end.
+test-kernel: $(VENV)/.installed userlib fakecuda
 	PYTHON=$(CURDIR)/$(VPY) tests/qemu/run
 
 # nvidia-uvm hook patches (kmod/patches/README.md): Debian's 535.261.03 source patched and

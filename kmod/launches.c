@@ -128,18 +128,24 @@ void deepum_launches_init(struct deepum_launches *l)
 }
 
 /*
- * The page, for the life of the context; nothing reads it any more after
- * this.  The mappings keep its memory until they go (they hold the file,
+ * The page, for the life of the context: read one last time, then never
+ * again.  The mappings keep its memory until they go (they hold the file,
  * so the context outlives them anyway).
  *
  * Locking: none; the file is being released, so no mmap() runs.  Sleeps.
  */
 void deepum_launches_destroy(struct deepum_launches *l)
 {
+	struct deepum_context *ctx = container_of(l, struct deepum_context, launches);
+	bool more = true;
+
 	if (!l->page)
 		return;
 	hrtimer_cancel(&l->timer);
 	cancel_work_sync(&l->watch);
+	/* What the GPU reached last still counts (the pipeline runs on). */
+	while (more)
+		deepum_launches_take(ctx, &more);
 	vfree(l->page);
 	l->page = NULL;
 }

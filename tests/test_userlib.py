@@ -307,7 +307,8 @@ def test_without_cudas_uvm_file_the_module_sees_launches_only(tmp_path):
     """A module that takes no GPU faults (no UVM file bound) is worth one
     warning, not a failure: the exec IDs still go to it."""
     r = run_app(tmp_path, "symbol", "loop", "3", fakedev=True,
-                env={"DEEPUM_DELIVERY": "callback", "DEEPUM_UVM_DEVICE": str(tmp_path / "elsewhere")})
+                env={"DEEPUM_DELIVERY": "callback", "DEEPUM_UVM_DEVICE": str(tmp_path / "elsewhere"),
+                     "FAKEDEV_NO_LAUNCH_PAGE": "1"})
     assert r.returncode == 0 and r.stdout == run_app(tmp_path, "symbol", "loop", "3", lib=None).stdout
     (warning,) = r.warnings()
     assert "did not take this process's GPU faults" in warning and "it sees launches only" in warning
@@ -316,7 +317,9 @@ def test_without_cudas_uvm_file_the_module_sees_launches_only(tmp_path):
 
 
 def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
-    r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"DEEPUM_DELIVERY": "callback"})
+    """A module without a launch page (API 1.1) hears of each launch by ioctl."""
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True,
+                env={"DEEPUM_DELIVERY": "callback", "FAKEDEV_NO_LAUNCH_PAGE": "1"})
     assert r.returncode == 0 and r.warnings() == []
     ioctls = r.named("ioctl")
     api = hex(constant("DEEPUM_API_VERSION"))
@@ -339,6 +342,58 @@ def test_callback_delivery_tells_the_module_in_stream_order(tmp_path):
     assert [int(c.args["exec_id"]) for c in r.named("ioctl") if "exec_id" in c.args] == [0, 1, 1, 0, 0, 2, 0]
     assert r.counter("set_exec_id_ioctls") == r.counter("launches") == 7
     assert r.stats["attached"] and r.stats["delivery"] == "callback"
+
+
+def module_saw(r) -> list[tuple[int, int, int]]:
+    """(slot, exec ID, name hash) of each launch the fake module read from its page."""
+    return [(int(c.args["slot"]), int(c.args["exec"]), int(c.args["name_hash"], 16))
+            for c in r.calls if c.line.startswith("fakedev launch")]
+
+
+def test_the_modules_launch_page_carries_exec_ids_without_a_system_call(tmp_path):
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True)
+    assert r.returncode == 0 and r.warnings() == []
+    (mapped,) = r.named("mmap")
+    (registered,) = r.named("cuMemHostRegister_v2")
+    assert registered.args["flags"] == "3" and registered.result() == "0"  # portable, mapped for the GPU
+    page, size = int(registered.args["ptr"], 16), int(registered.args["size"])
+    assert size == int(mapped.args["length"]) and r.calls.index(mapped) < r.calls.index(r.launches()[0])
+    # the GPU writes positions into the module's page; nothing goes by ioctl or host callback
+    writes = r.named("cuStreamWriteValue64_v2")
+    # (the fake logs where in the host allocation each write landed: the registered page's)
+    assert writes and all(c.result() != "invalid" and int(c.args["offset"]) < size for c in writes)
+    assert page
+    assert not r.named("cuLaunchHostFunc") and not [c for c in r.named("ioctl") if "exec_id" in c.args]
+    names = {0: name_hash("vec_add"), 1: name_hash("scale"), 2: name_hash("scale")}
+    seen = module_saw(r)
+    # each stream's launches, in its order: as the GPU wrote them, as the module read them
+    written: dict[str, list[int]] = {}
+    for c in writes:
+        written.setdefault(c.args["stream"], []).append(int(c.args["value"], 16) & 0xFFFFFFFF)
+    read: dict[int, list[int]] = {}
+    for slot, exec_id, _ in seen:
+        read.setdefault(slot, []).append(exec_id)
+    assert sorted(read.values()) == sorted(written.values()) and len(seen) == 7
+    assert all(h == names[e] for _, e, h in seen)
+    assert r.stats["module_launch_page"] and r.stats["delivery"] == "write"
+    assert r.counter("set_exec_id_ioctls") == 0
+
+
+def test_without_cuda_taking_the_modules_page_exec_ids_go_by_callback(tmp_path):
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"FAKECUDA_FAIL": "cuMemHostRegister_v2"})
+    assert r.returncode == 0
+    (warning,) = r.warnings()
+    assert "CUDA did not take the module's launch page" in warning and "host callback" in warning
+    assert r.stats["delivery"] == "callback" and not r.stats["module_launch_page"]
+    assert r.counter("set_exec_id_ioctls") == r.counter("launches") == 7
+    assert module_saw(r) == []  # nothing was written into the module's page
+
+
+def test_an_older_module_gets_exec_ids_by_callback(tmp_path):
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"FAKEDEV_NO_LAUNCH_PAGE": "1"})
+    assert r.returncode == 0 and r.warnings() == []
+    assert not r.named("mmap") and r.stats["delivery"] == "callback"
+    assert r.counter("set_exec_id_ioctls") == r.counter("launches") == 7
 
 
 def test_streams_being_captured_get_no_delivery(tmp_path):
@@ -458,7 +513,8 @@ def test_mode_off_is_silent(tmp_path):
     ("launch page", {"FAKECUDA_FAIL": "cuMemHostAlloc"}, False, "launch page"),
     ("managed allocation", {"FAKECUDA_FAIL": "cuMemAllocManaged", "DEEPUM_MANAGED": "1"}, False,
      "cuMemAllocManaged failed"),
-    ("SET_EXEC_ID", {"FAKEDEV_FAIL": "SET_EXEC_ID", "DEEPUM_DELIVERY": "callback"}, True, "SET_EXEC_ID failed"),
+    ("SET_EXEC_ID", {"FAKEDEV_FAIL": "SET_EXEC_ID", "DEEPUM_DELIVERY": "callback", "FAKEDEV_NO_LAUNCH_PAGE": "1"},
+     True, "SET_EXEC_ID failed"),
     ("INVALIDATE", {"FAKEDEV_FAIL": "INVALIDATE"}, True, "INVALIDATE failed"),
     ("module handshake", {"FAKEDEV_FAIL": "API"}, True, "does not speak deepum API"),
     ("bad setting", {"DEEPUM_DELIVERY": "pigeon"}, False, "DEEPUM_DELIVERY=pigeon"),

@@ -91,6 +91,8 @@ typedef enum CUmemAttach_flags_enum {
 
 #define CU_MEMHOSTALLOC_PORTABLE	0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP	0x02
+#define CU_MEMHOSTREGISTER_PORTABLE	0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP	0x02
 
 typedef enum CUstreamWriteValue_flags_enum {
 	CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
@@ -229,6 +231,8 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostUnregister(void *p);
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 CUresult cuCtxGetDevice(CUdevice *device);

@@ -91,7 +91,8 @@ struct deepum_counters {
 struct deepum_state {
 	/* Set by deepum_init(), read-only afterwards. */
 	enum deepum_mode mode;
-	enum deepum_delivery delivery;
+	enum deepum_delivery delivery;	/* forced to CALLBACK at page creation when the
+					 * module cannot read positions from the page */
 	bool managed;
 	u32 exec_max;
 	u32 write_every;		/* DEEPUM_WRITE_EVERY: a position write per this many launches */
@@ -105,6 +106,9 @@ struct deepum_state {
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */
 	char engine_log_path[4096];	/* DEEPUM_ENGINE_LOG: every command applied; "" for none */
 	int device_fd;			/* attached /dev/deepum, or -1 */
+	bool module_launch_page;	/* the launch page is the module's (DEEPUM_FEATURE_LAUNCH_PAGE):
+					 * it reads the positions; cleared at page creation if
+					 * mapping or registering it failed */
 	bool uvm_bound;			/* DEEPUM_IOC_BIND_UVM took CUDA's VA space */
 	int init_pid;			/* the process that ran deepum_init() (not a fork child) */
 	char stats_path[4096];		/* DEEPUM_STATS with %p expanded; "" for none */

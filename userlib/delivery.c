@@ -19,6 +19,10 @@
  *             stores the position and issues DEEPUM_IOC_SET_EXEC_ID:
  *             DeepUM's method, +18 us per launch on the H200, because every
  *             launch then waits for a driver thread.
+ * With the module attached, the page is the module's (mmap() of the
+ * device, registered with CUDA) when it offers one: the module reads the
+ * positions itself, and "write" needs no system call.  With an older module,
+ * or memory CUDA will not register, exec IDs reach it by "callback".
  * Streams being captured into a CUDA graph get nothing: an extra node could
  * change the graph, and a failed call would invalidate the capture.  Whether
  * one may be is known without a driver call (capture.c); only then is the
@@ -31,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "deepum_user.h"
@@ -78,6 +83,7 @@ bool delivery_attach(const char *device_path, const char **reason)
 		close(fd);
 	} else {
 		deepum.device_fd = fd;
+		deepum.module_launch_page = api.features & DEEPUM_FEATURE_LAUNCH_PAGE;
 		return true;
 	}
 	*reason = attach_reason;
@@ -117,30 +123,87 @@ static void bind_uvm(void)
 	}
 }
 
-/* The page needs a CUDA context, so it is made at the first launch; so is
- * the engine, which needs the page. */
-static void page_create(void)
+static size_t page_bytes(void)
+{
+	size_t unit = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (sizeof(*page) + unit - 1) / unit * unit;
+}
+
+/* The module's page, mapped for the GPU too; NULL (with one warning) if
+ * either refuses, and exec IDs then reach the module by host callback. */
+static struct deepum_launch_page *module_page(CUdeviceptr *device)
+{
+	void *host = mmap(NULL, page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, deepum.device_fd, 0);
+	char message[256];
+	CUresult rc = CUDA_ERROR_NOT_FOUND;
+
+	if (host == MAP_FAILED) {
+		snprintf(message, sizeof(message), "cannot map the module's launch page (%s); exec IDs reach "
+			 "the module by host callback, tens of us per launch", strerror(errno));
+		deepum_warn(message);
+		return NULL;
+	}
+	if (deepum_real[ENTRY_cuMemHostRegister_v2])
+		rc = REAL(cuMemHostRegister_v2)(host, page_bytes(),
+						CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (rc == CUDA_SUCCESS && (rc = REAL(cuMemHostGetDevicePointer_v2)(device, host, 0)) != CUDA_SUCCESS &&
+	    deepum_real[ENTRY_cuMemHostUnregister])
+		REAL(cuMemHostUnregister)(host);
+	if (rc != CUDA_SUCCESS) {
+		munmap(host, page_bytes());
+		snprintf(message, sizeof(message), "CUDA did not take the module's launch page (error %d); exec "
+			 "IDs reach the module by host callback, tens of us per launch", rc);
+		deepum_warn(message);
+		return NULL;
+	}
+	return host;
+}
+
+/* A page of libdeepum's own, in mapped pinned memory; NULL if there is none. */
+static struct deepum_launch_page *own_page(CUdeviceptr *device)
 {
 	struct deepum_launch_page *host = NULL;
-	CUdeviceptr device = 0;
 
 	if (REAL(cuMemHostAlloc)((void **)&host, sizeof(*page),
 				 CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
 		deepum_disable("cannot allocate the launch page (mapped pinned memory); "
 			       "CUDA calls pass straight through");
-		return;
+		return NULL;
 	}
-	if (REAL(cuMemHostGetDevicePointer_v2)(&device, host, 0) != CUDA_SUCCESS) {
+	if (REAL(cuMemHostGetDevicePointer_v2)(device, host, 0) != CUDA_SUCCESS) {
 		REAL(cuMemFreeHost)(host);
 		deepum_disable("cannot map the launch page into the GPU; "
 			       "CUDA calls pass straight through");
-		return;
+		return NULL;
 	}
 	memset(host, 0, sizeof(*page));
 	host->magic = DEEPUM_PAGE_MAGIC;
 	host->version = DEEPUM_PAGE_VERSION;
 	host->streams = DEEPUM_PAGE_STREAMS;
 	host->depth = DEEPUM_RING_DEPTH;
+	return host;
+}
+
+/* The page needs a CUDA context, so it is made at the first launch; so is
+ * the engine, which needs the page.  Before any delivery reads
+ * deepum.delivery (page_ready() orders them). */
+static void page_create(void)
+{
+	struct deepum_launch_page *host = NULL;
+	CUdeviceptr device = 0;
+
+	if (deepum.device_fd >= 0 && deepum.module_launch_page)
+		host = module_page(&device);
+	if (!host) {
+		/* The module would not see positions in a page of ours. */
+		deepum.module_launch_page = false;
+		if (deepum.device_fd >= 0)
+			deepum.delivery = DELIVERY_CALLBACK;
+		host = own_page(&device);
+	}
+	if (!host)
+		return;
 	page_device = device;
 	__atomic_store_n(&page, host, __ATOMIC_RELEASE);
 	if (deepum.device_fd >= 0)
@@ -221,7 +284,8 @@ static void deliver_on_host(void *data)
 	u32 exec_id = ring_exec_id(slot, seq);
 
 	__atomic_store_n(&page->position[slot], (u64)seq << 32 | exec_id, __ATOMIC_RELEASE);
-	if (deepum.device_fd >= 0 && deepum_active()) {
+	/* A module that reads its page has just been told. */
+	if (deepum.device_fd >= 0 && !deepum.module_launch_page && deepum_active()) {
 		struct deepum_set_exec_id req = {
 			.exec_id = exec_id,
 			.stream = slot,
@@ -270,6 +334,9 @@ void delivery_enqueue(struct launch *l)
 		return;
 	}
 	l->slot = slot;
+	/* The kernel's name for the module, before the first entry that names it. */
+	if (l->exec_id < DEEPUM_PAGE_EXEC_IDS && !__atomic_load_n(&page->name_hash[l->exec_id], __ATOMIC_RELAXED))
+		__atomic_store_n(&page->name_hash[l->exec_id], l->name_hash, __ATOMIC_RELAXED);
 	/* Enqueue order is stream order when one thread at a time launches
 	 * on the stream (the common case); threads racing on one stream may
 	 * land their entries out of sequence order. */

@@ -105,6 +105,8 @@
 	X(USE, cuMemAllocManaged, -, NONE, (CUdeviceptr *dptr, size_t size, unsigned int flags), ()) \
 	X(USE, cuMemHostAlloc, -, NONE, (void **ptr, size_t size, unsigned int flags), ())     \
 	X(USE, cuMemFreeHost, -, NONE, (void *ptr), ())                                       \
+	X(MAYBE, cuMemHostRegister_v2, -, NONE, (void *ptr, size_t size, unsigned int flags), ()) \
+	X(MAYBE, cuMemHostUnregister, -, NONE, (void *ptr), ())                               \
 	X(USE, cuMemHostGetDevicePointer_v2, -, NONE,                                          \
 	  (CUdeviceptr *dptr, void *ptr, unsigned int flags), ())                             \
 	X(USE, cuMemGetAddressRange_v2, -, NONE,                                               \

@@ -98,8 +98,11 @@ static void write_json(FILE *f)
 		   "  \"uvm_bound\": %s,\n",
 		deepum.init_pid, mode_names[deepum.mode], deepum_active() ? "true" : "false",
 		deepum.device_fd >= 0 ? "true" : "false", deepum.uvm_bound ? "true" : "false");
-	fprintf(f, "  \"delivery\": \"%s\",\n  \"managed\": %s,\n  \"disabled_reason\": ",
-		delivery_names[deepum.delivery], deepum.managed ? "true" : "false");
+	fprintf(f, "  \"delivery\": \"%s\",\n  \"module_launch_page\": %s,\n  \"managed\": %s,\n"
+		   "  \"disabled_reason\": ",
+		delivery_names[deepum.delivery],
+		deepum.device_fd >= 0 && deepum.module_launch_page ? "true" : "false",
+		deepum.managed ? "true" : "false");
 	if (reason) {
 		fputc('"', f);
 		for (const char *c = reason; *c; c++)

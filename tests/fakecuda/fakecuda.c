@@ -774,6 +774,33 @@ EXPORT CUresult cuMemFreeHost(void *ptr)
 	return CUDA_SUCCESS;
 }
 
+/* Page-locks host memory the caller owns: it becomes host memory the GPU maps. */
+EXPORT CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned int flags)
+{
+	CUresult rc;
+
+	FAIL_IF_ASKED();
+	pthread_mutex_lock(&lock);
+	rc = find((CUdeviceptr)(uintptr_t)ptr) >= 0 ? CUDA_ERROR_INVALID_VALUE
+						     : track((CUdeviceptr)(uintptr_t)ptr, size, 1, 0);
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemHostRegister_v2 ptr=%p size=%zu flags=%u -> %d", ptr, size, flags, rc);
+	return rc;
+}
+
+EXPORT CUresult cuMemHostUnregister(void *ptr)
+{
+	int i;
+
+	pthread_mutex_lock(&lock);
+	i = find((CUdeviceptr)(uintptr_t)ptr);
+	if (i >= 0)
+		untrack(i);
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemHostUnregister ptr=%p", ptr);
+	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, CAUSE_USER = 1, CAUSE_COHERENCE = 2, ACCESS_READ = 1 };
 
 static int fault_events_per_touch(void)

@@ -17,6 +17,12 @@
  *
  * FAKEDEV_FAIL=API|ATTACH|SET_EXEC_ID|INVALIDATE makes that command fail
  * with EIO.
+ *
+ * The launch page: mmap() of the deepum file gives a page as the module
+ * documents it (FAKEDEV_NO_LAUNCH_PAGE=1: a module from before API 1.2,
+ * which neither announces nor maps one).  Like the module, at exit it reads
+ * each stream's launches up to the position the "GPU" wrote, and logs them:
+ * "fakedev launch slot=S exec=E name_hash=H", or "fakedev lost slot=S".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +36,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -66,6 +73,71 @@ static int refuse_if_asked(const char *command)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- the launch page ---------------------------------------------------- */
+
+static struct deepum_launch_page *launch_page;
+
+static int fd_is(int fd, const char *name);
+
+static int launch_page_offered(void)
+{
+	const char *no = getenv("FAKEDEV_NO_LAUNCH_PAGE");
+
+	return !no || strcmp(no, "1") != 0;
+}
+
+__attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+{
+	static void *(*libc_mmap)(void *, size_t, int, int, int, off_t);
+	size_t unit = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (!libc_mmap)
+		libc_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	if (fd < 0 || !fd_is(fd, "DEEPUM_DEVICE"))
+		return libc_mmap(addr, length, prot, flags, fd, offset);
+	log_line("mmap deepum length=%zu offset=%lld", length, (long long)offset);
+	if (!launch_page_offered()) {
+		errno = ENODEV;
+		return MAP_FAILED;
+	}
+	if (offset || !(flags & MAP_SHARED) || length != (sizeof(*launch_page) + unit - 1) / unit * unit) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	if (!launch_page) {
+		launch_page = libc_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (launch_page == MAP_FAILED) {
+			launch_page = NULL;
+			return MAP_FAILED;
+		}
+		launch_page->magic = DEEPUM_PAGE_MAGIC;
+		launch_page->version = DEEPUM_PAGE_VERSION;
+		launch_page->streams = DEEPUM_PAGE_STREAMS;
+		launch_page->depth = DEEPUM_RING_DEPTH;
+	}
+	return launch_page;
+}
+
+/* What the module would have fed its pipeline. */
+__attribute__((destructor)) static void launch_page_read(void)
+{
+	for (uint32_t slot = 0; launch_page && slot < DEEPUM_PAGE_STREAMS; slot++) {
+		uint32_t reached = (uint32_t)(launch_page->position[slot] >> 32);
+
+		for (uint32_t seq = 1; seq <= reached; seq++) {
+			uint64_t entry = launch_page->ring[slot][seq % DEEPUM_RING_DEPTH];
+			uint32_t exec_id = (uint32_t)entry;
+
+			if ((uint32_t)(entry >> 32) != seq)
+				log_line("fakedev lost slot=%u", slot);
+			else
+				log_line("fakedev launch slot=%u exec=%u name_hash=0x%llx", slot, exec_id,
+					 exec_id < DEEPUM_PAGE_EXEC_IDS ?
+					 (unsigned long long)launch_page->name_hash[exec_id] : 0ULL);
+		}
+	}
 }
 
 /* ---- the UVM tools event queue ----------------------------------------- */
@@ -225,7 +297,7 @@ __attribute__((visibility("default"))) int ioctl(int fd, unsigned long request, 
 		log_line("ioctl API api=0x%x", api->api);
 		api->api = DEEPUM_API_VERSION;
 		api->features = DEEPUM_FEATURE_PREFETCH | DEEPUM_FEATURE_PREEVICT | DEEPUM_FEATURE_INVALIDATE |
-				DEEPUM_FEATURE_UVM;
+				DEEPUM_FEATURE_UVM | (launch_page_offered() ? DEEPUM_FEATURE_LAUNCH_PAGE : 0);
 		api->ioctls = 1ULL << DEEPUM_IOC_NR_API | 1ULL << DEEPUM_IOC_NR_ATTACH |
 			      1ULL << DEEPUM_IOC_NR_SET_EXEC_ID | 1ULL << DEEPUM_IOC_NR_INVALIDATE |
 			      1ULL << DEEPUM_IOC_NR_BIND_UVM;

@@ -7,9 +7,11 @@ bundled trace's launches travel that way."""
 from __future__ import annotations
 
 import errno
+import json
 import mmap
 import os
 import struct
+import subprocess
 import time
 
 import klib
@@ -27,6 +29,7 @@ POSITION = ffi.offsetof("struct deepum_launch_page", "position")
 RING = ffi.offsetof("struct deepum_launch_page", "ring")
 NAME_HASH = ffi.offsetof("struct deepum_launch_page", "name_hash")
 DEPTH = lib.DEEPUM_RING_DEPTH
+LIBDEEPUM = klib.ROOT / "build/userlib/libdeepum.so"
 
 
 def map_page(fd: int, length: int = LENGTH, flags: int = mmap.MAP_SHARED, offset: int = 0) -> mmap.mmap:
@@ -182,6 +185,24 @@ def test_trace_launches_through_the_page_give_the_userspace_cores_commands(gpt2_
         finally:
             page.close()
     assert b"".join(g.tobytes() for g in got) == expected
+
+
+def test_libdeepum_hands_launches_to_the_module_through_its_page(tmp_path) -> None:
+    """libdeepum (against the fake libcuda) maps the real module's page,
+    registers it, and the fake GPU's position writes reach the context."""
+    before = int(klib.sysfs("stats/launches"))
+    stats = tmp_path / "stats.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "LD_"))}
+    env.update(LD_LIBRARY_PATH=str(klib.ROOT / "build/fakecuda"), LD_PRELOAD=str(LIBDEEPUM),
+               DEEPUM_DEVICE=klib.DEV, DEEPUM_MODE="observe", DEEPUM_WRITE_EVERY="1", DEEPUM_STATS=str(stats),
+               DEEPUM_UVM_DEVICE=str(tmp_path / "no-uvm"))
+    done = subprocess.run([str(klib.ROOT / "build/fakecuda/cuda_app"), "symbol", "loop", "3"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    s = json.loads(stats.read_text())
+    assert s["attached"] and s["module_launch_page"] and s["delivery"] == "write"
+    assert s["counters"]["launches"] == 9 and s["counters"]["set_exec_id_ioctls"] == 0
+    assert int(klib.sysfs("stats/launches")) - before == 9  # every one, read from the page
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
