@@ -10,7 +10,7 @@ from testlib import BLOCK, blk, rec
 from pydeepum._lowlevel import lib
 from pydeepum.config import make_config
 from pydeepum.core import CMD_DEMAND, DISCARD, EVICT, PREFETCH, Core
-from pydeepum.errors import RecordError
+from pydeepum.errors import ConfigError, RecordError
 from pydeepum.trace import ALLOC, EXEC_NONE, FAULT, FREE, ITER_FLUSHED, ITERATION, LAUNCH
 
 BOUNDARY = 0xFFFFFFFE  # DUM_EXEC_BOUNDARY: the flush that ended an iteration
@@ -275,6 +275,43 @@ def test_with_a_horizon_the_victim_is_the_block_needed_last():
     assert cmds[3] == ("E", 11, 0) and ("P", 10, 4) not in cmds
     assert [c for c in cmds if c[0] == "P"] == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("P", 13, 3),
                                                 ("P", 11, 5)]
+
+
+HISTORY = lib.DEEPUM_CFG_F_HISTORY
+
+
+def _cyclic_misses(flags: int) -> list[tuple[int, list]]:
+    """Six kernels touching blocks 1..6 in turn, five iterations, room for three
+    blocks besides the watermark's one; prefetching off, so that only the
+    victim choice differs.  Per iteration: misses, and the commands."""
+    core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
+                            flags=lib.DEEPUM_CFG_F_NO_PREFETCH | flags))
+    out = []
+    for it in range(5):
+        feed(core, rec(ITERATION, aux=it))
+        before = core.stats()
+        cmds = [c for k in range(6) for c in feed(core, launch(k), fault(k + 1))]
+        after = core.stats()
+        out.append(((after.faults - after.faults_resident) - (before.faults - before.faults_resident), cmds))
+    return out
+
+
+def test_with_history_the_victim_is_the_block_the_last_iteration_needed_latest():
+    lrm, history = _cyclic_misses(0), _cyclic_misses(HISTORY)
+    # A cyclic scan larger than memory: least recently migrated evicts exactly
+    # the block needed next, and misses every access.
+    assert [m for m, _ in lrm] == [6] * 5
+    assert lrm[1][1][0] == ("E", 4, 0)
+    # The first iteration is the same (nothing known yet); then the victim is
+    # the block needed furthest ahead (6 at kernel 0), as Belady would choose.
+    assert history[0] == lrm[0]
+    assert history[1][1][0] == ("E", 6, 0)
+    assert [m for m, _ in history] == [6, 4, 4, 4, 3]
+
+
+def test_history_and_horizon_exclude_each_other():
+    with pytest.raises(ConfigError):
+        make_config(flags=HISTORY | HORIZON)
 
 
 def test_victims_are_never_in_the_predicted_window():

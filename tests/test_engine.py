@@ -208,6 +208,21 @@ def test_a_horizon_changes_the_victims_and_keeps_the_budget(tmp_path):
     assert "DEEPUM_HORIZON_KERNELS=100000 is outside" in bad.stderr and bad.returncode == 0
 
 
+def test_history_changes_the_victims_and_keeps_the_budget(tmp_path):
+    """DEEPUM_HISTORY_SCAN reaches the core, and the budget and the loop's
+    learning hold with it; it cannot be combined with a horizon."""
+    def victims(log: list[str]) -> list[str]:
+        return [line.split()[1] for line in log if line.startswith("evict")]
+
+    _, plain = layers(tmp_path)
+    r, log = layers(tmp_path, env={"DEEPUM_HISTORY_SCAN": "256"})
+    assert victims(log) != victims(plain)
+    assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
+    assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
+    both, _ = engine(tmp_path, "layers", "1", "1", env={"DEEPUM_HISTORY_SCAN": "64", "DEEPUM_HORIZON_KERNELS": "64"})
+    assert "exclude each other" in both.stderr and both.returncode == 0
+
+
 def test_the_engine_learns_a_loop_the_program_does_not_mark(tmp_path):
     r, _ = engine(tmp_path, "layers-unmarked", "12", str(LAYERS))
     assert r.returncode == 0 and r.warnings() == [], r.stderr

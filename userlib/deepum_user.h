@@ -101,6 +101,7 @@ struct deepum_state {
 	u32 watermark_blocks;		/* DEEPUM_WATERMARK: the core's; 0: its default */
 	u32 lookahead_blocks;		/* DEEPUM_LOOKAHEAD_BLOCKS: the core's; 0: its default */
 	u32 horizon_kernels;		/* DEEPUM_HORIZON_KERNELS: 0, or victims by predicted next use */
+	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: 0, or victims by the last iteration's uses */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
 	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */

@@ -29,7 +29,8 @@
  * recently migrated order, against a capacity.  Pre-eviction keeps
  * watermark_blocks free by evicting the oldest blocks that no window kernel
  * needs (with DEEPUM_CFG_F_HORIZON, preferring those the kernels beyond the
- * window need last: find_victim()); a fault that still finds memory full is
+ * window need last; with DEEPUM_CFG_F_HISTORY, those the last iteration
+ * needed latest from this point: find_victim()); a fault that still finds memory full is
  * charged a demand eviction of the oldest block, as the driver would do.
  * The window is measured in "launch clock" ticks: a block predicted for the
  * kernel expected at tick t is protected while the clock is <= t.  A reset
@@ -73,6 +74,9 @@ struct deepum_core {
 	u64 win_blocks;		/* blocks predicted by the prefetching kernels */
 	bool marking;		/* the walk in progress is a horizon kernel's */
 	u64 launch_clock;
+	u32 iter_pos;		/* launches since the iteration began (DEEPUM_CFG_F_HISTORY) */
+	u32 iter_len;		/* launches in the last whole iteration; 0: none yet */
+	u32 iter_number;
 
 	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
 	u32 cur_walk_gen;	/* the walk that predicted it; 0: none */
@@ -144,7 +148,8 @@ int deepum_core_config_check(struct deepum_config *cfg)
 	}
 	if (out.corr_sets & (out.corr_sets - 1))
 		return -EINVAL;
-	if (out.flags & ~DEEPUM_CFG_F_ALL || out.reserved0 ||
+	if (out.flags & ~DEEPUM_CFG_F_ALL ||
+	    (out.flags & DEEPUM_CFG_F_HORIZON && out.flags & DEEPUM_CFG_F_HISTORY) || out.reserved0 ||
 	    out.reserved[0] || out.reserved[1] || out.reserved[2] || out.reserved[3])
 		return -EINVAL;
 	if (out.capacity_blocks > DEEPUM_CFG_CAPACITY_BLOCKS_MAX)
@@ -305,6 +310,51 @@ static void evict(struct deepum_core *core, u32 slot, u32 flags)
 }
 
 /* The tick the horizon expects @b to be used at next, or 0 if none ahead. */
+/* @b is needed @pos launches into the current iteration (DEEPUM_CFG_F_HISTORY). */
+static void note_use(const struct deepum_core *core, struct dum_block *b, u32 pos)
+{
+	if (b->use_iteration != core->iter_number + 1) {
+		if (b->use_iteration) {
+			b->prev_first = b->cur_first;
+			b->prev_last = b->cur_last;
+			b->flags |= DUM_BLOCK_PREV_USES;
+		}
+		b->use_iteration = core->iter_number + 1;
+		b->cur_first = pos;
+	}
+	b->cur_last = pos;
+}
+
+/*
+ * Launches until @b is needed again if iterations repeat, 0 if nothing is
+ * known: the first of its recorded uses (first and last of an iteration)
+ * still ahead in this iteration, else its first one in the next.  Uses in
+ * this iteration are past; the iteration before says what comes.
+ */
+static u64 history_next_use(const struct deepum_core *core, const struct dum_block *b)
+{
+	u32 p = core->iter_pos, first = b->cur_first, last = b->cur_last;
+	u64 next;
+
+	if (!core->iter_len || !b->use_iteration)
+		return 0;
+	if (b->use_iteration == core->iter_number + 1) {
+		if (b->flags & DUM_BLOCK_PREV_USES) {
+			first = b->prev_first;
+			last = b->prev_last;
+		} else {
+			last = first;
+		}
+	}
+	if (first > p)
+		next = first - p;
+	else if (last > p)
+		next = last - p;
+	else
+		next = (u64)first + core->iter_len - p;
+	return next ? next : 1;
+}
+
 static u64 horizon_next_use(const struct deepum_core *core, const struct dum_block *b)
 {
 	if (b->horizon_next >= core->launch_clock)
@@ -314,10 +364,10 @@ static u64 horizon_next_use(const struct deepum_core *core, const struct dum_blo
 
 /*
  * A victim no prefetching kernel needs, within evict_scan of the least
- * recently migrated end: the first one the horizon does not expect either,
- * else the one it expects last (Belady's choice, as far as the tables see).
- * Least recently migrated alone evicts, in an iteration-periodic loop, the
- * blocks that come back first.
+ * recently migrated end: the first one the horizon (or the history) does
+ * not expect either, else the one it expects last (Belady's choice, as far
+ * as the tables, or the last iteration, say).  Least recently migrated alone
+ * evicts, in an iteration-periodic loop, the blocks that come back first.
  */
 static u32 find_victim(const struct deepum_core *core)
 {
@@ -329,7 +379,8 @@ static u32 find_victim(const struct deepum_core *core)
 		const struct dum_block *b = dum_block_at(&core->res, slot);
 
 		if (!in_window(core, b)) {
-			u64 use = core->cfg.flags & DEEPUM_CFG_F_HORIZON ? horizon_next_use(core, b) : 0;
+			u64 use = core->cfg.flags & DEEPUM_CFG_F_HORIZON ? horizon_next_use(core, b) :
+				  core->cfg.flags & DEEPUM_CFG_F_HISTORY ? history_next_use(core, b) : 0;
 
 			if (!use)
 				return slot;
@@ -418,6 +469,7 @@ static enum dum_predict predict_block(struct deepum_core *core, u64 blk, u32 exe
 		core->stats.prefetch_bytes += block_bytes(core);
 	}
 	protect(b, seq);
+	note_use(core, b, core->iter_pos + (u32)(seq - core->launch_clock));
 	return fresh ? DUM_PREDICT_NEW : DUM_PREDICT_KNOWN;
 }
 
@@ -747,6 +799,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 	core->prev_context = core->prev_exec;
 	core->prev_exec = exec;
 	core->launch_clock++;
+	core->iter_pos++;
 
 	head = core->win_count ? window_slot(core, 0) : NULL;
 	if (head && head->seq == core->launch_clock && head->exec != exec && core->in_sync &&
@@ -885,6 +938,7 @@ static void on_fault(struct deepum_core *core, const struct deepum_record *rec)
 		dum_residency_touch(&core->res, slot);
 		b->flags &= ~DUM_BLOCK_DEAD;
 		protect(b, core->launch_clock);
+		note_use(core, b, core->iter_pos);
 	}
 	if (exec == DUM_NIL) {
 		core->stats.exec_ignored++;
@@ -944,6 +998,11 @@ static void on_free(struct deepum_core *core, const struct deepum_record *rec)
 
 static void on_iteration(struct deepum_core *core, const struct deepum_record *rec)
 {
+	if (core->iter_pos) {
+		core->iter_len = core->iter_pos;
+		core->iter_pos = 0;
+		core->iter_number++;
+	}
 	if (!(rec->flags & DEEPUM_ITER_F_FLUSHED))
 		return;
 	/* Everything went back to the host: nothing is resident, nothing predicted

@@ -15,12 +15,17 @@
 
 #define DUM_BLOCK_RESIDENT	(1U << 0)
 #define DUM_BLOCK_DEAD		(1U << 1)	/* freed: discard, never write back */
+#define DUM_BLOCK_PREV_USES	(1U << 2)	/* prev_first/prev_last hold an earlier iteration's uses */
 
 struct dum_block {
 	u64 blk;		/* block number: address >> block_shift */
 	u64 window_seq;		/* protected from pre-eviction while >= the launch clock */
 	u64 horizon_next;	/* earliest tick the horizon predicts it for (if >= the clock) */
 	u64 horizon_last;	/* latest such tick */
+	/* DEEPUM_CFG_F_HISTORY: when it was needed, in launches into an iteration. */
+	u32 use_iteration;	/* iteration number + 1 of cur_*; 0: never needed */
+	u32 cur_first, cur_last;	/* its first and last use in that iteration */
+	u32 prev_first, prev_last;	/* the same in the iteration it was needed before */
 	u32 hash_next;
 	u32 lrm_prev;
 	u32 lrm_next;

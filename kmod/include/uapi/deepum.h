@@ -27,7 +27,8 @@
  *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use);
  *        DEEPUM_IOC_BIND_UVM, DEEPUM_FEATURE_UVM.
  *   1.2  the launch page (struct deepum_launch_page, until then libdeepum's
- *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE.
+ *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE;
+ *        DEEPUM_CFG_F_HISTORY (victims by next use as the last iteration had it).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -150,7 +151,8 @@ struct deepum_config {
 #define DEEPUM_CFG_F_NO_PREFETCH	(1U << 0)	/* model residency only: the demand-paging baseline */
 #define DEEPUM_CFG_F_NO_PREEVICT	(1U << 1)	/* prefetch, but leave eviction to the fault path */
 #define DEEPUM_CFG_F_HORIZON		(1U << 2)	/* victims by predicted next use (see docs/CORE.md) */
-#define DEEPUM_CFG_F_ALL		((1U << 3) - 1)
+#define DEEPUM_CFG_F_HISTORY		(1U << 3)	/* victims by next use as the last iteration had it; not with HORIZON */
+#define DEEPUM_CFG_F_ALL		((1U << 4) - 1)
 
 #define DEEPUM_CFG_BLOCK_SHIFT_MIN		16
 #define DEEPUM_CFG_BLOCK_SHIFT_MAX		30
