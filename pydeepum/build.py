@@ -27,8 +27,9 @@ class BuildPlan:
 
 def build_plan(nvidia_src: str | os.PathLike, out: str | os.PathLike | None = None,
                kver: str | None = None) -> BuildPlan:
-    """What build() runs: kmod/nvidia/build-uvm on @nvidia_src into @out
-    (default build/nvidia), then kmod/ against its result."""
+    """What build() runs: kmod/Makefile with NVIDIA_SRC, which patches and
+    builds nvidia-uvm from @nvidia_src into @out (default build/nvidia) with
+    kmod/nvidia/build-uvm, then deepum.ko against it."""
     if not BUILD_UVM.is_file():
         raise ModuleError(f"{BUILD_UVM} is missing: deepumctl build runs from deepum's source tree")
     src = Path(nvidia_src)
@@ -37,15 +38,10 @@ def build_plan(nvidia_src: str | os.PathLike, out: str | os.PathLike | None = No
                           "checkout, or Debian's nvidia-open-kernel-source .deb)")
     out = Path(out) if out is not None else ROOT / "build" / "nvidia"
     kver = kver or os.uname().release
-    tree = out / "src"
     return BuildPlan(
-        commands=[
-            [str(BUILD_UVM), f"NVIDIA_SRC={src.resolve()}", f"O={out.resolve()}", f"KVER={kver}"],
-            ["make", "-C", str(ROOT / "kmod"), f"KDIR=/lib/modules/{kver}/build",
-             f"DEEPUM_UVM_EXT={(tree / 'nvidia-uvm').resolve()}",
-             f"KBUILD_EXTRA_SYMBOLS={(tree / 'Module.symvers').resolve()}"],
-        ],
-        uvm_ko=str((tree / "nvidia-uvm.ko").resolve()),
+        commands=[["make", "-C", str(ROOT / "kmod"), f"NVIDIA_SRC={src.resolve()}", f"NVIDIA_OUT={out.resolve()}",
+                   f"KVER={kver}"]],
+        uvm_ko=str((out / "src" / "nvidia-uvm.ko").resolve()),
         deepum_ko=str(ROOT / "kmod" / "deepum.ko"),
     )
 
