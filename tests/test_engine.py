@@ -193,32 +193,24 @@ def test_victims_are_never_in_the_predicted_window(tmp_path):
     assert evictions > 0
 
 
-def test_a_horizon_changes_the_victims_and_keeps_the_budget(tmp_path):
-    """DEEPUM_HORIZON_KERNELS reaches the core (other victims than least recently
-    migrated alone), and the budget and the loop's learning hold with it."""
+@pytest.mark.parametrize("setting", ["DEEPUM_HORIZON_KERNELS", "DEEPUM_HISTORY_SCAN"])
+def test_another_victim_choice_changes_the_victims_and_keeps_the_budget(tmp_path, setting):
+    """A horizon (DEEPUM_HORIZON_KERNELS) or the last iteration's uses
+    (DEEPUM_HISTORY_SCAN) reach the core: other victims than least recently
+    migrated alone, and the budget and the loop's learning hold."""
     def victims(log: list[str]) -> list[str]:
         return [line.split()[1] for line in log if line.startswith("evict")]
 
     _, plain = layers(tmp_path)
-    r, log = layers(tmp_path, env={"DEEPUM_HORIZON_KERNELS": "256"})
+    r, log = layers(tmp_path, env={setting: "256"})
     assert victims(log) != victims(plain)
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
     assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
-    bad, _ = engine(tmp_path, "layers", "1", "1", env={"DEEPUM_HORIZON_KERNELS": "100000"})
-    assert "DEEPUM_HORIZON_KERNELS=100000 is outside" in bad.stderr and bad.returncode == 0
+    bad, _ = engine(tmp_path, "layers", "1", "1", env={setting: "100000"})
+    assert f"{setting}=100000 is outside" in bad.stderr and bad.returncode == 0
 
 
-def test_history_changes_the_victims_and_keeps_the_budget(tmp_path):
-    """DEEPUM_HISTORY_SCAN reaches the core, and the budget and the loop's
-    learning hold with it; it cannot be combined with a horizon."""
-    def victims(log: list[str]) -> list[str]:
-        return [line.split()[1] for line in log if line.startswith("evict")]
-
-    _, plain = layers(tmp_path)
-    r, log = layers(tmp_path, env={"DEEPUM_HISTORY_SCAN": "256"})
-    assert victims(log) != victims(plain)
-    assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
-    assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
+def test_a_horizon_and_history_exclude_each_other(tmp_path):
     both, _ = engine(tmp_path, "layers", "1", "1", env={"DEEPUM_HISTORY_SCAN": "64", "DEEPUM_HORIZON_KERNELS": "64"})
     assert "exclude each other" in both.stderr and both.returncode == 0
 

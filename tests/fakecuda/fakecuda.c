@@ -760,7 +760,8 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *ptr, unsig
 	return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemFreeHost(void *ptr)
+/* Forget the host memory at @ptr; whether it was known. */
+static int host_untrack(void *ptr)
 {
 	int i;
 
@@ -769,6 +770,12 @@ EXPORT CUresult cuMemFreeHost(void *ptr)
 	if (i >= 0)
 		untrack(i);
 	pthread_mutex_unlock(&lock);
+	return i >= 0;
+}
+
+EXPORT CUresult cuMemFreeHost(void *ptr)
+{
+	host_untrack(ptr);
 	log_line("cuMemFreeHost ptr=%p", ptr);
 	free(ptr);
 	return CUDA_SUCCESS;
@@ -790,15 +797,10 @@ EXPORT CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned int flags)
 
 EXPORT CUresult cuMemHostUnregister(void *ptr)
 {
-	int i;
+	int known = host_untrack(ptr);
 
-	pthread_mutex_lock(&lock);
-	i = find((CUdeviceptr)(uintptr_t)ptr);
-	if (i >= 0)
-		untrack(i);
-	pthread_mutex_unlock(&lock);
 	log_line("cuMemHostUnregister ptr=%p", ptr);
-	return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	return known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, CAUSE_USER = 1, CAUSE_COHERENCE = 2, ACCESS_READ = 1 };
