@@ -55,6 +55,16 @@ def _declarations(text: str) -> tuple[list[tuple[str, str]], str]:
     return macros, "\n".join(body)
 
 
+_IOCTL = re.compile(r"^\s*#\s*define\s+DEEPUM_IOC_(\w+)\s+_IO\w*\(\s*DEEPUM_IOC_MAGIC\s*,\s*DEEPUM_IOC_NR_\1\s*,"
+                    r"\s*struct\s+(\w+)\s*\)", re.M)
+
+
+def ioctl_structs(header: Path = UAPI_DIR / "deepum.h") -> dict[str, str]:
+    """Each ioctl's name ("API", "ATTACH", ...) and its argument struct's tag
+    ("deepum_api", ...), as the UAPI header's command definitions pair them."""
+    return {m.group(1): m.group(2) for m in _IOCTL.finditer(header.read_text())}
+
+
 def cdef(headers: tuple[Path, ...] = HEADERS) -> str:
     """Declarations of @headers (by default: UAPI, core and replay) for cffi."""
     parts = [PRELUDE]

@@ -57,7 +57,9 @@ SCOPE_CONTEXT = constant("DEEPUM_SCOPE_CONTEXT")
 SCOPE_DEFAULTS = constant("DEEPUM_SCOPE_DEFAULTS")
 SCOPE_GLOBAL = constant("DEEPUM_SCOPE_GLOBAL")
 
-# Each ioctl's argument struct (the header pairs them in its _IOWR() lines).
+# Each ioctl's argument struct: the header pairs them in its _IOWR() lines, and
+# tests/test_uapi.py checks this copy against them (an installed package has
+# no header to read).
 ARG_STRUCTS = {
     "API": "deepum_api",
     "ATTACH": "deepum_attach",

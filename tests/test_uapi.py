@@ -58,3 +58,10 @@ def test_only_u32_and_u64_fields():
                 assert field_name == ffi.typeof(f"struct {name}").fields[-1][0]
                 continue
             assert t.cname in ("unsigned int", "unsigned long long"), f"{name}.{field_name}"
+
+
+def test_the_device_layer_names_each_ioctls_struct_as_the_header_does():
+    from pydeepum._cdef import ioctl_structs
+    from pydeepum.device import ARG_STRUCTS
+
+    assert ARG_STRUCTS == ioctl_structs() and len(ARG_STRUCTS) >= 10

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 from _deepum_uapi import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "pydeepum"))
+from _cdef import ioctl_structs  # noqa: E402  (the header extractor, standard library only)
+
 KO = ROOT / "kmod" / "deepum.ko"
 GPT2_TRACE = ROOT / "tests" / "data" / "h200-gpt2-124m-bs8x512-accessset-6it.dut.gz"
 DEV = "/dev/deepum"
@@ -24,19 +28,8 @@ RW = lib._IOC_READ | lib._IOC_WRITE
 # What the tests load the module with, and restore after changing it.
 TEST_PARAMS = {"enable_test_ioctls": 1}
 
-# Each ioctl's argument; the header's command encoding must carry its size.
-STRUCTS = {
-    "API": "struct deepum_api",
-    "ATTACH": "struct deepum_attach",
-    "SET_EXEC_ID": "struct deepum_set_exec_id",
-    "CONFIG": "struct deepum_config_req",
-    "GET_CONFIG": "struct deepum_config_req",
-    "INVALIDATE": "struct deepum_range",
-    "STATS": "struct deepum_stats_req",
-    "BIND_UVM": "struct deepum_bind_uvm",
-    "TEST_INJECT": "struct deepum_test_inject",
-    "TEST_DRAIN": "struct deepum_test_drain",
-}
+# Each ioctl's argument, as the header pairs them; its command encoding must carry its size.
+STRUCTS = {name: f"struct {tag}" for name, tag in ioctl_structs().items()}
 
 
 def ioc(direction: int, nr: int, size: int, magic: int = lib.DEEPUM_IOC_MAGIC) -> int:
