@@ -379,6 +379,18 @@ def test_the_modules_launch_page_carries_exec_ids_without_a_system_call(tmp_path
     assert r.counter("set_exec_id_ioctls") == 0
 
 
+def test_deepumctl_run_says_when_exec_ids_go_into_the_modules_page(tmp_path):
+    from pydeepum.cli.run import summary_lines
+    from pydeepum.run import RunResult
+
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True)
+    (first,) = summary_lines(RunResult(["cuda_app"], 0, [r.stats]))[:1]
+    assert "delivery write into the module's launch page" in first
+    r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"FAKEDEV_NO_LAUNCH_PAGE": "1"})
+    (first,) = summary_lines(RunResult(["cuda_app"], 0, [r.stats]))[:1]
+    assert "delivery callback," in first and "launch page" not in first
+
+
 def test_without_cuda_taking_the_modules_page_exec_ids_go_by_callback(tmp_path):
     r = run_app(tmp_path, "symbol", "streams", fakedev=True, env={"FAKECUDA_FAIL": "cuMemHostRegister_v2"})
     assert r.returncode == 0

@@ -18,8 +18,9 @@ def summary_lines(result: RunResult) -> list[str]:
         return ["deepum: no process made a CUDA driver call through libdeepum"]
     t = result.totals()
     first = result.processes[0]
+    where = " into the module's launch page" if first.get("module_launch_page") else ""
     lines = [f"deepum: {len(result.processes)} CUDA process{'es' if len(result.processes) > 1 else ''}; "
-             f"mode {first['mode']}, delivery {first['delivery']}, "
+             f"mode {first['mode']}, delivery {first['delivery']}{where}, "
              f"managed memory {'on' if first['managed'] else 'off'}"]
     launches = t.get("launches", 0)
     hits = t.get("exec_hits", 0)
