@@ -4,7 +4,8 @@
  * include/uapi/deepum.h): the process maps it from its /dev/deepum file,
  * registers it with CUDA, and the GPU writes each stream's position into it
  * in stream order; the context reads the launches up to there from the
- * rings and feeds them to its pipeline as LAUNCH records.  No system call
+ * rings and feeds them to its pipeline as LAUNCH records (and iteration
+ * marks, DEEPUM_EXEC_ITERATION entries, as ITERATION records).  No system call
  * per launch (DEEPUM_IOC_SET_EXEC_ID costs a host callback per launch,
  * ~43 us on the H200).
  *
@@ -81,7 +82,10 @@ u32 deepum_launches_take(struct deepum_context *ctx, bool *more)
 				atomic64_inc(&ctx->pipe.records_dropped);
 				continue;
 			}
-			if (exec_id < DEEPUM_PAGE_EXEC_IDS)
+			if (exec_id == DEEPUM_EXEC_ITERATION)
+				rec = (struct deepum_record){ .type = DEEPUM_REC_ITERATION, .ts = rec.ts,
+							      .aux = l->marks++ };
+			else if (exec_id < DEEPUM_PAGE_EXEC_IDS)
 				rec.addr = READ_ONCE(page->name_hash[exec_id]);
 			deepum_pipeline_push(&ctx->pipe, &rec);
 			n++;

@@ -22,6 +22,7 @@ struct deepum_launches {
 	struct deepum_launch_page *page;	/* set once under create_lock; smp_load_acquire() */
 	spinlock_t read_lock;			/* one reader of the rings */
 	u32 fed[DEEPUM_PAGE_STREAMS];		/* under read_lock: last launch fed, per slot */
+	u32 marks;				/* under read_lock: iteration marks fed */
 	struct hrtimer timer;			/* every launch_poll_us while the page exists */
 	struct work_struct watch;		/* reads the page on the pipeline's workqueue */
 };

@@ -379,6 +379,17 @@ def test_the_modules_launch_page_carries_exec_ids_without_a_system_call(tmp_path
     assert r.counter("set_exec_id_ioctls") == 0
 
 
+def test_iteration_marks_go_into_the_modules_page_in_stream_order(tmp_path):
+    """cuda_app's loop marks each of its 3 iterations: the first mark comes
+    before any launch (no stream to put it on), the others between launches."""
+    r = run_app(tmp_path, "symbol", "loop", "3", fakedev=True)
+    assert r.returncode == 0 and r.warnings() == []
+    read = [c.line.split()[1] for c in r.calls if c.line.startswith("fakedev ")]
+    assert read == ["launch"] * 3 + ["iteration"] + ["launch"] * 3 + ["iteration"] + ["launch"] * 3
+    plain = run_app(tmp_path, "symbol", "loop", "3", fakedev=True, env={"FAKEDEV_NO_LAUNCH_PAGE": "1"})
+    assert not [c for c in plain.calls if c.line.startswith("fakedev iteration")]
+
+
 def test_deepumctl_run_says_when_exec_ids_go_into_the_modules_page(tmp_path):
     from pydeepum.cli.run import summary_lines
     from pydeepum.run import RunResult

@@ -364,6 +364,23 @@ bool delivery_here(struct stream_point *at)
 	       CUDA_SUCCESS;
 }
 
+void delivery_mark_iteration(void)
+{
+	u32 slot = last_launch.slot, seq;
+
+	/* Only the module reads marks from the page (the engine takes them
+	 * through its intake), after the calling thread's latest launch. */
+	if (!deepum.module_launch_page || slot == DEEPUM_PAGE_STREAMS || !deepum_active() ||
+	    (capture_possible() && capture_stream_capturing(last_launch.stream)))
+		return;
+	seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+	__atomic_store_n(&page->ring[slot][seq % DEEPUM_RING_DEPTH], (u64)seq << 32 | DEEPUM_EXEC_ITERATION,
+			 __ATOMIC_RELEASE);
+	last_launch.seq = seq;
+	if (publish_position(last_launch.stream, slot, seq, DEEPUM_EXEC_ITERATION) != CUDA_SUCCESS)
+		deepum_disable("a stream-ordered iteration mark failed; CUDA calls pass straight through");
+}
+
 bool delivery_on_stream(CUstream stream, struct stream_point *at)
 {
 	uintptr_t key;

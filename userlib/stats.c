@@ -57,6 +57,7 @@ static void mark_iteration(bool inside)
 	}
 	tracer_mark();
 	pool_report_dead();
+	delivery_mark_iteration();
 	engine_mark_iteration();
 }
 

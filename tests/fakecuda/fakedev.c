@@ -22,7 +22,8 @@
  * documents it (FAKEDEV_NO_LAUNCH_PAGE=1: a module from before API 1.2,
  * which neither announces nor maps one).  Like the module, at exit it reads
  * each stream's launches up to the position the "GPU" wrote, and logs them:
- * "fakedev launch slot=S exec=E name_hash=H", or "fakedev lost slot=S".
+ * "fakedev launch slot=S exec=E name_hash=H", "fakedev iteration slot=S"
+ * (a mark), or "fakedev lost slot=S".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -132,6 +133,8 @@ __attribute__((destructor)) static void launch_page_read(void)
 
 			if ((uint32_t)(entry >> 32) != seq)
 				log_line("fakedev lost slot=%u", slot);
+			else if (exec_id == DEEPUM_EXEC_ITERATION)
+				log_line("fakedev iteration slot=%u", slot);
 			else
 				log_line("fakedev launch slot=%u exec=%u name_hash=0x%llx", slot, exec_id,
 					 exec_id < DEEPUM_PAGE_EXEC_IDS ?

@@ -135,6 +135,19 @@ def test_launches_the_gpu_reached_become_launch_records(ctx: int) -> None:
         page.close()
 
 
+def test_iteration_marks_in_the_rings_become_iteration_records(ctx: int) -> None:
+    page = map_page(ctx)
+    try:
+        launcher = Launcher(page)
+        for exec_id in (3, lib.DEEPUM_EXEC_ITERATION, 3, lib.DEEPUM_EXEC_ITERATION):
+            launcher.launch(exec_id, slot=4)
+        wait_for(ctx, "records", 4)
+        s = klib.stats(ctx)
+        assert s.launches == 2 and s.exec_ignored == 0 and s.records_dropped == 0
+    finally:
+        page.close()
+
+
 def test_entries_overwritten_before_they_were_read_are_counted_lost(ctx: int) -> None:
     page = map_page(ctx)
     try:
@@ -190,7 +203,7 @@ def test_trace_launches_through_the_page_give_the_userspace_cores_commands(gpt2_
 def test_libdeepum_hands_launches_to_the_module_through_its_page(tmp_path) -> None:
     """libdeepum (against the fake libcuda) maps the real module's page,
     registers it, and the fake GPU's position writes reach the context."""
-    before = int(klib.sysfs("stats/launches"))
+    before = int(klib.sysfs("stats/launches")), int(klib.sysfs("stats/records"))
     stats = tmp_path / "stats.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "LD_"))}
     env.update(LD_LIBRARY_PATH=str(klib.ROOT / "build/fakecuda"), LD_PRELOAD=str(LIBDEEPUM),
@@ -202,7 +215,10 @@ def test_libdeepum_hands_launches_to_the_module_through_its_page(tmp_path) -> No
     s = json.loads(stats.read_text())
     assert s["attached"] and s["module_launch_page"] and s["delivery"] == "write"
     assert s["counters"]["launches"] == 9 and s["counters"]["set_exec_id_ioctls"] == 0
-    assert int(klib.sysfs("stats/launches")) - before == 9  # every one, read from the page
+    # every launch, and the two iteration marks made after a launch, read from the page;
+    # the three frees at its end by INVALIDATE
+    assert int(klib.sysfs("stats/launches")) - before[0] == 9
+    assert int(klib.sysfs("stats/records")) - before[1] == 9 + 2 + 3
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:

@@ -27,7 +27,8 @@
  *        DEEPUM_CFG_F_HORIZON (victims chosen by predicted next use);
  *        DEEPUM_IOC_BIND_UVM, DEEPUM_FEATURE_UVM.
  *   1.2  the launch page (struct deepum_launch_page, until then libdeepum's
- *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE;
+ *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE, with
+ *        iteration marks in its rings (DEEPUM_EXEC_ITERATION);
  *        DEEPUM_CFG_F_HISTORY (victims by next use as the last iteration had it).
  */
 #ifndef _UAPI_DEEPUM_H
@@ -45,6 +46,9 @@
 
 /* An exec ID no launch carried: the fault's kernel is not known. */
 #define DEEPUM_EXEC_NONE 0xffffffffU
+/* In a launch page's ring, not a launch: an iteration begins here (an
+ * ITERATION record, in stream order). */
+#define DEEPUM_EXEC_ITERATION 0xfffffffeU
 
 /* ------------------------------------------------------------------------
  * Records: what the prefetch core consumes, and what a trace file holds.
@@ -497,7 +501,8 @@ struct deepum_bind_uvm {
  * Each entry carries its own s, so a torn pair is impossible and an entry
  * the launching thread has already reused (it ran more than
  * DEEPUM_RING_DEPTH launches ahead of the reader) is recognised, never
- * misread.  s wraps at 2^32; exec_id may be DEEPUM_EXEC_NONE.
+ * misread.  s wraps at 2^32; exec_id may be DEEPUM_EXEC_NONE, or
+ * DEEPUM_EXEC_ITERATION for an iteration mark between two launches.
  * name_hash[e] is the kernel-name hash of exec ID e (< DEEPUM_PAGE_EXEC_IDS),
  * written before the first ring entry that carries e; 0: unknown.
  *
