@@ -77,6 +77,14 @@ def wait_for(fd: int, field: str, value: int, timeout: float = 10.0) -> None:
         time.sleep(0.001)
 
 
+@pytest.fixture
+def launcher(ctx: int):
+    """A Launcher on the attached context's page, unmapped after the test."""
+    page = map_page(ctx)
+    yield Launcher(page)
+    page.close()
+
+
 def test_the_feature_is_announced(hs: int) -> None:
     assert klib.handshake(hs).features & lib.DEEPUM_FEATURE_LAUNCH_PAGE
 
@@ -112,54 +120,39 @@ def test_the_page_is_initialised_and_one_per_context(ctx: int) -> None:
         second.close()
 
 
-def test_launches_the_gpu_reached_become_launch_records(ctx: int) -> None:
-    page = map_page(ctx)
-    try:
-        launcher = Launcher(page)
-        for exec_id in (3, 4, 3):
-            launcher.launch(exec_id, slot=0)
-        launcher.launch(9, slot=77)
-        wait_for(ctx, "launches", 4)
-        # enqueued but not reached: nothing yet
-        launcher.launch(5, slot=0, reach=False)
-        launcher.launch(6, slot=0, reach=False)
-        time.sleep(0.05)
-        assert klib.stats(ctx).launches == 4
-        launcher.reach(0)  # both at once
-        wait_for(ctx, "launches", 6)
-        # a launch beyond exec_max is learned as ignored, as SET_EXEC_ID's would be
-        launcher.launch(lib.DEEPUM_CFG_EXEC_MAX_MAX - 1, slot=1)
-        wait_for(ctx, "exec_ignored", 1)
-        assert klib.stats(ctx).records_dropped == 0
-    finally:
-        page.close()
+def test_launches_the_gpu_reached_become_launch_records(ctx: int, launcher: Launcher) -> None:
+    for exec_id in (3, 4, 3):
+        launcher.launch(exec_id, slot=0)
+    launcher.launch(9, slot=77)
+    wait_for(ctx, "launches", 4)
+    # enqueued but not reached: nothing yet
+    launcher.launch(5, slot=0, reach=False)
+    launcher.launch(6, slot=0, reach=False)
+    time.sleep(0.05)
+    assert klib.stats(ctx).launches == 4
+    launcher.reach(0)  # both at once
+    wait_for(ctx, "launches", 6)
+    # a launch beyond exec_max is learned as ignored, as SET_EXEC_ID's would be
+    launcher.launch(lib.DEEPUM_CFG_EXEC_MAX_MAX - 1, slot=1)
+    wait_for(ctx, "exec_ignored", 1)
+    assert klib.stats(ctx).records_dropped == 0
 
 
-def test_iteration_marks_in_the_rings_become_iteration_records(ctx: int) -> None:
-    page = map_page(ctx)
-    try:
-        launcher = Launcher(page)
-        for exec_id in (3, lib.DEEPUM_EXEC_ITERATION, 3, lib.DEEPUM_EXEC_ITERATION):
-            launcher.launch(exec_id, slot=4)
-        wait_for(ctx, "records", 4)
-        s = klib.stats(ctx)
-        assert s.launches == 2 and s.exec_ignored == 0 and s.records_dropped == 0
-    finally:
-        page.close()
+def test_iteration_marks_in_the_rings_become_iteration_records(ctx: int, launcher: Launcher) -> None:
+    for exec_id in (3, lib.DEEPUM_EXEC_ITERATION, 3, lib.DEEPUM_EXEC_ITERATION):
+        launcher.launch(exec_id, slot=4)
+    wait_for(ctx, "records", 4)
+    s = klib.stats(ctx)
+    assert s.launches == 2 and s.exec_ignored == 0 and s.records_dropped == 0
 
 
-def test_entries_overwritten_before_they_were_read_are_counted_lost(ctx: int) -> None:
-    page = map_page(ctx)
-    try:
-        launcher = Launcher(page)
-        for exec_id in range(DEPTH + 10):  # the host ran more than a ring ahead
-            launcher.launch(exec_id % 200, slot=2, reach=False)
-        launcher.reach(2)
-        wait_for(ctx, "launches", DEPTH - 1)
-        s = klib.stats(ctx)
-        assert s.launches + s.records_dropped == DEPTH + 10 and s.records_dropped >= 10
-    finally:
-        page.close()
+def test_entries_overwritten_before_they_were_read_are_counted_lost(ctx: int, launcher: Launcher) -> None:
+    for exec_id in range(DEPTH + 10):  # the host ran more than a ring ahead
+        launcher.launch(exec_id % 200, slot=2, reach=False)
+    launcher.reach(2)
+    wait_for(ctx, "launches", DEPTH - 1)
+    s = klib.stats(ctx)
+    assert s.launches + s.records_dropped == DEPTH + 10 and s.records_dropped >= 10
 
 
 def test_the_context_lives_while_its_page_is_mapped() -> None:
