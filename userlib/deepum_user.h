@@ -280,8 +280,9 @@ int engine_report_free(const u64 *addr, const u64 *len, u32 n, CUstream stream);
 void engine_stop(void);
 void engine_write_stats(FILE *f);
 #ifdef DEEPUM_FAULT_INJECTION
-/* Test builds with DEEPUM_TEST_LOCKSTEP=1: each launch waits, after its
- * delivery, until the engine has run a whole round, so that tests see one
+/* Test builds with DEEPUM_TEST_LOCKSTEP=1: the engine runs rounds only
+ * when a program thread asks and waits for them (after each launch's
+ * delivery, each record handed to it, each release), so that tests see one
  * deterministic order of launches, faults and commands. */
 bool deepum_lockstep_enabled(void);
 void engine_lockstep(void);

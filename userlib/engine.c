@@ -188,6 +188,8 @@ static struct {
 	_Atomic bool intake_waiting;	/* entries are queued: the engine looks without the lock */
 	struct { u64 base, size; bool pending, done; } release;
 	u64 round_count;
+	bool lockstep;			/* DEEPUM_TEST_LOCKSTEP: rounds only when asked */
+	u64 lockstep_rounds;		/* ... until round_count reaches this */
 	bool running;			/* the thread runs (false again once it stopped) */
 	bool started;			/* engine_start() succeeded once */
 	_Atomic bool stop;		/* set once: the engine makes no more CUDA calls */
@@ -706,6 +708,16 @@ static void idle(void)
 	pthread_mutex_unlock(&engine.lock);
 }
 
+/* Under test lockstep, the next round waits for a program thread to ask:
+ * rounds then fall at the same points of the program every run. */
+static void lockstep_wait(void)
+{
+	pthread_mutex_lock(&engine.lock);
+	while (engine.round_count >= engine.lockstep_rounds && !engine.stop && !engine.release.pending)
+		pthread_cond_wait(&engine.wake, &engine.lock);
+	pthread_mutex_unlock(&engine.lock);
+}
+
 static void *engine_main(void *arg)
 {
 	struct timespec cpu;
@@ -725,7 +737,9 @@ static void *engine_main(void *arg)
 			engine.round_count++;
 			pthread_cond_broadcast(&engine.changed);
 			pthread_mutex_unlock(&engine.lock);
-			if (busy)
+			if (engine.lockstep)
+				lockstep_wait();
+			else if (busy)
 				engine.idle_ns = 0;
 			else
 				idle();
@@ -849,6 +863,7 @@ static bool thread_start(char *why, size_t size)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	engine.running = true;
+	engine.lockstep = deepum_lockstep_enabled();
 	err = deepum_inject("engine-thread") ? EAGAIN : pthread_create(&engine.thread, NULL, engine_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	if (err) {
@@ -920,6 +935,7 @@ static void intake_push(const struct deepum_record *rec, const struct stream_poi
 		ADD(intake_drops, 1);
 	}
 	pthread_mutex_unlock(&engine.lock);
+	engine_lockstep();
 }
 
 static bool engine_running(void)
@@ -1075,15 +1091,12 @@ bool deepum_lockstep_enabled(void)
 
 void engine_lockstep(void)
 {
-	static int enabled = -1;
 	u64 target;
 
-	if (enabled < 0)
-		enabled = deepum_lockstep_enabled();
-	if (!enabled)
+	if (!engine.lockstep)
 		return;
 	pthread_mutex_lock(&engine.lock);
-	target = engine.round_count + 2;
+	target = engine.lockstep_rounds = engine.round_count + 2;
 	pthread_cond_signal(&engine.wake);
 	while (engine.round_count < target && engine.running && !engine.stop)
 		pthread_cond_wait(&engine.changed, &engine.lock);
