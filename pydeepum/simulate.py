@@ -29,6 +29,7 @@ POLICIES = {
     "demand": constant("DUM_SIM_DEMAND"),
     "uvm": constant("DUM_SIM_UVM"),
     "deepum": constant("DUM_SIM_DEEPUM"),
+    "deepum-user": constant("DUM_SIM_DEEPUM_USER"),
     "oracle": constant("DUM_SIM_ORACLE"),
 }
 _CHUNK = 200_000

@@ -91,6 +91,17 @@ def test_full_gpu_evicts_on_the_fault_path():
     assert it.fault_stall_ns == 3 * (17 * 10_000 + MS) + MS  # + one 2 MiB copy back
 
 
+def test_the_user_mode_engine_makes_room_after_the_fault_not_before():
+    # Under DEEPUM_CAPACITY the real GPU has room: the eviction a fault calls
+    # for goes down the engine's stream and the kernel does not wait for it.
+    kernel_module, user_mode = (run(one_kernel([5, 6, 7]), p, capacity=2 * BLOCK)[0]
+                                for p in ("deepum", "deepum-user"))
+    assert kernel_module.fault_evictions == user_mode.fault_evictions == 1
+    assert kernel_module.fault_stall_ns == 3 * (17 * 10_000 + MS) + MS
+    assert user_mode.fault_stall_ns == 3 * (17 * 10_000 + MS)
+    assert user_mode.d2h_bytes == kernel_module.d2h_bytes == BLOCK
+
+
 def test_oracle_prefetches_everything_at_link_speed():
     it = run(one_kernel([5, 6, 7]), "oracle")[0]
     assert it.faults == 0 and it.prefetches == 3
@@ -172,3 +183,14 @@ def test_synthetic_loop_under_pressure():
                       cost_model(calibration.load()), compute_from_trace(t))
     assert report.mean_time_ns("oracle", cap) <= report.mean_time_ns("deepum", cap)
     assert report.mean_time_ns("deepum", cap) < report.mean_time_ns("uvm", cap)
+
+
+def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
+    """The user-mode engine's stream runs its write-backs and prefetches one
+    after another; the kernel module's backend overlaps them on the two links."""
+    t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
+    cap = 512 << 20
+    report = simulate(t, [cap], ["deepum", "deepum-user"], make_config(), cost_model(calibration.load()),
+                      compute_from_trace(t))
+    assert sum(it.evictions for it in report.steady("deepum-user", cap)) > 0
+    assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)

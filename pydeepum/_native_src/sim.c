@@ -38,6 +38,7 @@ struct dum_sim {
 	__u64 compute;			/* ... and its compute time, paid when it ends */
 	bool in_kernel;
 	__u64 h2d_free, d2h_free;	/* when each link finishes what is queued */
+	__u64 stream_free;		/* DEEPUM_USER: when its stream finishes what is queued */
 
 	struct dum_sim_iteration *iv;
 	__u32 iv_len, iv_cap;
@@ -101,7 +102,7 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	err = dum_residency_init(&s->res, checked.block_max);
 	if (err || !s->iv || !s->blocks)
 		goto out_fail;
-	if (policy == DUM_SIM_DEEPUM) {
+	if (policy == DUM_SIM_DEEPUM || policy == DUM_SIM_DEEPUM_USER) {
 		err = deepum_core_create(&checked, &s->core);
 		if (err)
 			goto out_fail;
@@ -175,7 +176,7 @@ static void flush(struct dum_sim *s)
 {
 	dum_residency_clear(&s->res);
 	s->heap_len = 0;
-	s->h2d_free = s->d2h_free = s->now;
+	s->h2d_free = s->d2h_free = s->stream_free = s->now;
 }
 
 static void start_kernel(struct dum_sim *s, __u64 compute_ns)
@@ -252,11 +253,13 @@ static int access_demand(struct dum_sim *s, __u64 blk, __u64 bytes)
 static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __u32 n, __u64 not_before)
 {
 	__u64 bytes = (__u64)n << s->shift;
-	__u64 start = max64(max64(s->h2d_free, s->now), not_before);
+	__u64 start = max64(max64(s->h2d_free, s->now), max64(not_before, s->stream_free));
 	__u64 done = start + s->cost.prefetch_range_ns + copy_ns(bytes, s->cost.prefetch_bytes_per_sec);
 	__u32 i;
 
 	s->h2d_free = done;
+	if (s->policy == DUM_SIM_DEEPUM_USER)
+		s->stream_free = done;
 	cur(s)->h2d_bytes += bytes;
 	cur(s)->prefetches += n;
 	for (i = 0; i < n; i++) {
@@ -288,14 +291,18 @@ static void apply_commands(struct dum_sim *s, __u32 n)
 
 		if (slot != DUM_NIL)
 			s->blocks[slot].pending = 0;
-		if (cmd->flags & DEEPUM_CMD_F_DEMAND) {
+		if (cmd->flags & DEEPUM_CMD_F_DEMAND && s->policy == DUM_SIM_DEEPUM) {
 			charge_fault_eviction(s);
 		} else {
 			__u64 cost = cmd->op == DEEPUM_CMD_DISCARD ? s->cost.discard_ns :
 				copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
 
-			s->d2h_free = max64(s->d2h_free, s->now) + cost;
+			s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
 			evicted_by = s->d2h_free;
+			if (s->policy == DUM_SIM_DEEPUM_USER)
+				s->stream_free = s->d2h_free;
+			if (cmd->flags & DEEPUM_CMD_F_DEMAND)
+				cur(s)->fault_evictions++;
 			if (cmd->op == DEEPUM_CMD_EVICT) {
 				cur(s)->evictions++;
 				cur(s)->d2h_bytes += 1ULL << s->shift;
@@ -516,6 +523,7 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 		cur(s)->accesses++;
 		switch (s->policy) {
 		case DUM_SIM_DEEPUM:
+		case DUM_SIM_DEEPUM_USER:
 			return access_deepum(s, rec, bytes);
 		case DUM_SIM_ORACLE:
 			return access_oracle(s, recs, next_use, i, n);

@@ -20,6 +20,12 @@
  *           contiguous ranges, queue on the link behind faults and pay a
  *           per-range cost; its pre-evictions use the device-to-host link;
  *           misses fault as under UVM;
+ *   DEEPUM_USER  DEEPUM as libdeepum's user-mode engine runs it under an
+ *           emulated capacity (DEEPUM_CAPACITY) on a larger GPU: its
+ *           pre-evictions and prefetches go down one CUDA stream, each
+ *           waiting for everything issued before it, and the evictions
+ *           that make room after a fault are queued there too (the real
+ *           GPU had room: the fault does not wait for them);
  *   ORACLE  Belady eviction and perfect prefetching at link bandwidth: every
  *           block arrives as early as link and capacity allow.
  * The ideal bound of an iteration (computed by the caller) is max(compute,
@@ -34,7 +40,8 @@
 #define DUM_SIM_UVM	1
 #define DUM_SIM_DEEPUM	2
 #define DUM_SIM_ORACLE	3
-#define DUM_SIM_POLICY_MAX 3
+#define DUM_SIM_DEEPUM_USER 4
+#define DUM_SIM_POLICY_MAX 4
 
 /* Costs, in ns and bytes per second (from a calibration file). */
 struct dum_sim_cost {
