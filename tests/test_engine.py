@@ -165,6 +165,15 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     assert got["prefetched_blocks"] == c["prefetch_blocks"]
     assert got["evicted_blocks"] == c["evict_blocks"] + c["demand_evictions"] + c["discard_blocks"]
     assert got["launches"] == c["launches_fed"]
+    assert got["launches_repeated"] == 1.0 and got["launches_compared"] == (ITERATIONS - 1) * 2 * LAYERS
+    # lockstep attributes every fault to the kernel that made it: with nothing
+    # prefetched, a block faults for the same kernels every iteration
+    demand_log = tmp_path / "demand.log"
+    layers(tmp_path, env={"DEEPUM_MODE": "demand", "DEEPUM_ENGINE_LOG": str(demand_log)})
+    demand = json.loads(subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(demand_log),
+                                        "--from-iteration", "0", "--json"], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert demand["fault_blocks_compared"] > 0 and demand["fault_owner_shift_launches"]["p90"] == 0
     log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
     bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
                          text=True)
