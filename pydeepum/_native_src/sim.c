@@ -11,7 +11,8 @@
 /* Per tracked block, beside the residency map's slot. */
 struct sim_block {
 	__u64 arrival_ns;	/* when its copy lands (resident blocks) */
-	__u64 next_use;		/* ORACLE: record index of its next access */
+	__u64 next_use;		/* ORACLE, MIN: record index of its next access */
+	__u64 last_use_end_ns;	/* MIN: when the kernel that used it last ends */
 	__u32 pending;		/* prefetched and not touched yet: 1 + the iteration that prefetched it */
 };
 
@@ -28,10 +29,11 @@ struct dum_sim {
 	struct deepum_cmd *scratch;	/* deepum_plan_order()'s */
 	__u32 max_cmds;
 
-	/* ORACLE: resident blocks by next use, a lazy max-heap of (next_use, slot). */
+	/* ORACLE, MIN: resident blocks by next use, a lazy max-heap of (next_use, slot). */
 	struct heap_entry { __u64 next_use; __u32 slot; } *heap;
 	__u64 heap_len, heap_cap;
 	__u64 cursor;			/* next record the oracle may prefetch for */
+	__u64 flushed_ns;		/* MIN: the last flush, memory empty from then on */
 	__u64 launches;			/* LAUNCH records seen: index into compute_ns */
 
 	__u64 now;			/* the running kernel's clock */
@@ -176,7 +178,7 @@ static void flush(struct dum_sim *s)
 {
 	dum_residency_clear(&s->res);
 	s->heap_len = 0;
-	s->h2d_free = s->d2h_free = s->stream_free = s->now;
+	s->h2d_free = s->d2h_free = s->stream_free = s->flushed_ns = s->now;
 }
 
 static void start_kernel(struct dum_sim *s, __u64 compute_ns)
@@ -408,20 +410,20 @@ static __u32 oracle_victim(struct dum_sim *s)
  * Bring the block record @idx needs onto the GPU as early as the link and
  * Belady's rule allow: a victim must be used later than this block.  Returns
  * 1 if it could not (memory holds only blocks needed sooner), 0, or -errno.
+ * A block's heap key is its next use: @idx for a block brought for it; a
+ * resident one keeps its key, which is its first use from now on.
  */
-static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u64 idx,
-			__u64 next_use, bool now_needed)
+static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u64 idx, bool now_needed)
 {
 	__u32 slot = dum_residency_get(&s->res, rec->addr >> s->shift);
+	__u64 room = s->now;		/* when the block has somewhere to land */
 	struct sim_block *b;
 
 	if (slot == DUM_NIL)
 		return -ENOMEM;
 	b = &s->blocks[slot];
-	if (dum_block_resident(dum_block_at(&s->res, slot))) {
-		b->next_use = next_use;
-		return heap_push(s, next_use, slot);
-	}
+	if (dum_block_resident(dum_block_at(&s->res, slot)))
+		return 0;
 	if (s->capacity && s->res.resident >= s->capacity) {
 		__u32 victim = oracle_victim(s);
 
@@ -433,27 +435,36 @@ static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u6
 			return 1;
 		dum_residency_remove(&s->res, victim);
 		s->d2h_free = max64(s->d2h_free, s->now) + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+		room = s->d2h_free;
 		cur(s)->evictions++;
 		cur(s)->d2h_bytes += 1ULL << s->shift;
 	}
 	dum_residency_touch(&s->res, slot);
-	s->h2d_free = max64(s->h2d_free, s->now) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
+	s->h2d_free = max64(max64(s->h2d_free, s->now), room) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
 	b->arrival_ns = s->h2d_free;
 	prefetched(s, b);
-	b->next_use = next_use;
+	b->next_use = idx;
 	cur(s)->h2d_bytes += 1ULL << s->shift;
 	cur(s)->prefetches++;
-	return heap_push(s, next_use, slot);
+	return heap_push(s, idx, slot);
 }
 
 static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, const __u64 *next_use,
 			 __u64 i, __u64 n)
 {
 	__u64 blk = recs[i].addr >> s->shift;
-	__u32 slot;
+	__u32 slot = dum_residency_find(&s->res, blk);
 	int err;
 
-	/* Prefetch ahead, in order of need, until memory holds only sooner needs. */
+	/* The block needed now first: fetched after blocks needed later, it
+	 * could only evict one of those, which must then come back. */
+	if (slot == DUM_NIL || !dum_block_resident(dum_block_at(&s->res, slot))) {
+		err = oracle_fetch(s, &recs[i], i, true);
+		if (err < 0)
+			return err;
+		slot = dum_residency_find(&s->res, blk);
+	}
+	/* Then prefetch ahead, in order of need, until memory holds only sooner needs. */
 	if (s->cursor <= i)
 		s->cursor = i + 1;
 	while (s->cursor < n) {
@@ -462,20 +473,13 @@ static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, co
 		if (r->type == DEEPUM_REC_ITERATION && r->flags & DEEPUM_ITER_F_FLUSHED)
 			break;
 		if (r->type == DEEPUM_REC_FAULT) {
-			err = oracle_fetch(s, r, s->cursor, next_use[s->cursor], false);
+			err = oracle_fetch(s, r, s->cursor, false);
 			if (err < 0)
 				return err;
 			if (err)
 				break;
 		}
 		s->cursor++;
-	}
-	slot = dum_residency_find(&s->res, blk);
-	if (slot == DUM_NIL || !dum_block_resident(dum_block_at(&s->res, slot))) {
-		err = oracle_fetch(s, &recs[i], i, next_use[i], true);
-		if (err < 0)
-			return err;
-		slot = dum_residency_find(&s->res, blk);
 	}
 	s->blocks[slot].next_use = next_use[i];
 	touched(s, &s->blocks[slot]);
@@ -485,6 +489,60 @@ static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, co
 		s->now = s->blocks[slot].arrival_ns;
 	}
 	return heap_push(s, next_use[i], slot);
+}
+
+/*
+ * ---- MIN -----------------------------------------------------------------
+ * Belady's MIN moves the fewest blocks any policy can (a miss evicts the
+ * resident block used farthest ahead): its bytes make the ideal bound.  Each
+ * fetch starts once there is room and the link is free, in order of need:
+ * room is there from the start (or the last flush) while memory is not
+ * full, else once the victim's last kernel is over and its write-back done.
+ * The times this gives are no bound (MIN's victims are often the blocks just
+ * used, so fetches cannot start early): the caller reports only bytes.
+ */
+static int access_min(struct dum_sim *s, const struct deepum_record *rec, __u64 next_use)
+{
+	__u32 slot = dum_residency_get(&s->res, rec->addr >> s->shift);
+	struct sim_block *b;
+
+	if (slot == DUM_NIL)
+		return -ENOMEM;
+	b = &s->blocks[slot];
+	if (!dum_block_resident(dum_block_at(&s->res, slot))) {
+		__u64 room = s->flushed_ns;
+
+		if (s->capacity && s->res.resident >= s->capacity) {
+			__u32 victim = oracle_victim(s);
+
+			if (victim != DUM_NIL)
+				heap_pop(s);
+			else
+				victim = s->res.lrm_head;	/* no use is known for any resident block */
+			dum_residency_remove(&s->res, victim);
+			s->d2h_free = max64(s->d2h_free, s->blocks[victim].last_use_end_ns) +
+				      copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+			room = s->d2h_free;
+			cur(s)->evictions++;
+			cur(s)->d2h_bytes += 1ULL << s->shift;
+		}
+		dum_residency_touch(&s->res, slot);
+		s->h2d_free = max64(s->h2d_free, room) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
+		b->arrival_ns = s->h2d_free;
+		prefetched(s, b);
+		cur(s)->h2d_bytes += 1ULL << s->shift;
+		cur(s)->prefetches++;
+	}
+	touched(s, b);
+	if (b->arrival_ns > s->now) {
+		cur(s)->late++;
+		cur(s)->late_stall_ns += b->arrival_ns - s->now;
+		s->now = b->arrival_ns;
+	}
+	/* Its kernel ends no sooner than this (later waits would delay it). */
+	b->last_use_end_ns = s->now + s->compute;
+	b->next_use = next_use;
+	return heap_push(s, next_use, slot);
 }
 
 /* ---- the record loop ------------------------------------------------- */
@@ -527,6 +585,8 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 			return access_deepum(s, rec, bytes);
 		case DUM_SIM_ORACLE:
 			return access_oracle(s, recs, next_use, i, n);
+		case DUM_SIM_MIN:
+			return access_min(s, rec, next_use[i]);
 		default:
 			return access_demand(s, rec->addr >> s->shift, bytes);
 		}
@@ -540,7 +600,7 @@ int dum_sim_run(struct dum_sim *s, const struct deepum_record *recs, const __u64
 	__u64 i;
 	int err;
 
-	if (s->policy == DUM_SIM_ORACLE && !next_use)
+	if ((s->policy == DUM_SIM_ORACLE || s->policy == DUM_SIM_MIN) && !next_use)
 		return -EINVAL;
 	for (i = lo; i < hi && i < n; i++) {
 		err = deepum_record_check(s->shift, &recs[i]);

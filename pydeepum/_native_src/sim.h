@@ -26,10 +26,14 @@
  *           waiting for everything issued before it, and the evictions
  *           that make room after a fault are queued there too (the real
  *           GPU had room: the fault does not wait for them);
- *   ORACLE  Belady eviction and perfect prefetching at link bandwidth: every
- *           block arrives as early as link and capacity allow.
+ *   ORACLE  Belady eviction and aggressive prefetching at link bandwidth:
+ *           blocks are fetched in order of need as early as the link and
+ *           room allow (room: a write-back must be done first), evicting
+ *           only blocks needed later than the one fetched (which may then
+ *           have to come back: more bytes than MIN);
+ *   MIN     Belady's MIN, for its bytes: the fewest any policy moves.
  * The ideal bound of an iteration (computed by the caller) is max(compute,
- * the oracle's bytes / link bandwidth).
+ * MIN's bytes / link bandwidth).
  */
 #ifndef _DEEPUM_SIM_H
 #define _DEEPUM_SIM_H
@@ -41,7 +45,8 @@
 #define DUM_SIM_DEEPUM	2
 #define DUM_SIM_ORACLE	3
 #define DUM_SIM_DEEPUM_USER 4
-#define DUM_SIM_POLICY_MAX 4
+#define DUM_SIM_MIN	5
+#define DUM_SIM_POLICY_MAX 5
 
 /* Costs, in ns and bytes per second (from a calibration file). */
 struct dum_sim_cost {
@@ -95,7 +100,7 @@ int dum_sim_next_use(const struct deepum_record *recs, __u64 n, __u32 block_shif
  * Simulate records [@lo, @hi) of a trace of @n: call with consecutive ranges.
  * The whole trace is passed so that ORACLE can look ahead.  @compute_ns has
  * one entry per LAUNCH record of the whole trace; @next_use comes from
- * dum_sim_next_use() (ORACLE only; may be NULL otherwise).  Returns 0,
+ * dum_sim_next_use() (ORACLE and MIN only; may be NULL otherwise).  Returns 0,
  * -EINVAL (a malformed record, index in *@bad_index) or -ENOMEM.
  */
 int dum_sim_run(struct dum_sim *s, const struct deepum_record *recs, const __u64 *compute_ns,

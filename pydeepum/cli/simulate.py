@@ -7,7 +7,8 @@ import click
 from .. import calibration
 from ..config import make_config, parse_size
 from ..errors import DeepumInputError
-from ..simulate import POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model, simulate
+from ..simulate import (POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model, records_simulated,
+                        simulate)
 from ..trace import LAUNCH, Trace
 from ._common import emit_json, fail_on_input_errors, gib, progress
 from .replay import _parse_sets
@@ -53,8 +54,7 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
         compute = compute_from_trace(trace)
     else:
         compute = compute_from_profile(trace, compute_from)
-    runs = len(caps) * (len(set(chosen) | {"oracle"}))
-    with progress(len(trace.records) * runs, "simulate") as bar:
+    with progress(records_simulated(len(trace.records), caps, chosen), "simulate") as bar:
         report = simulate(trace, caps, chosen, cfg, cost, compute, compute_from, steady_from, bar.update)
     if plot_path:
         plot(report, plot_path, title=trace_path)
@@ -64,14 +64,15 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
         return
     click.echo(f"trace     {trace_path}: iterations >= {steady_from}, compute from {compute_from}"
                f"{', memory kept across iterations' if keep_resident else ''}")
-    click.echo(f"\n{'policy':8} {'capacity':>11} {'iter ms':>9} {'ideal ms':>9} {'of ideal':>8}"
+    click.echo(f"\n{'policy':11} {'capacity':>11} {'iter ms':>9} {'ideal ms':>9} {'of ideal':>8}"
                f" {'faults':>8} {'H2D GiB':>8} {'accuracy':>8}")
     for row in report.summary():
         cap = gib(row["capacity_bytes"]) if row["capacity_bytes"] else "unlimited"
-        click.echo(f"{row['policy']:8} {cap:>11} {row['time_ms']:9.1f} {row['ideal_ms']:9.1f}"
+        click.echo(f"{row['policy']:11} {cap:>11} {row['time_ms']:9.1f} {row['ideal_ms']:9.1f}"
                    f" {row['fraction_of_ideal']:8.3f} {row['faults']:8.0f} {row['h2d_gib']:8.2f}"
                    f" {row['accuracy']:8.3f}")
-    click.echo("\nideal = max(compute, the oracle's transfers at link bandwidth); of ideal = ideal / time.")
+    click.echo("\nideal = max(compute, the fewest bytes any policy moves (Belady's MIN) at link bandwidth);"
+               " of ideal = ideal / time.")
     if plot_path:
         click.echo(f"plot: {plot_path}")
 
