@@ -247,6 +247,46 @@ def test_demand_mode_evicts_on_faults_only_and_prefetches_nothing(tmp_path):
     assert min(faults) >= FOOTPRINT_BLOCKS - 2 - BUDGET_BLOCKS  # every iteration pages again
 
 
+def launch_pointers(call) -> list[int]:
+    """The managed-memory pointers among a launch's argument words (the fake logs them as hex bytes)."""
+    words = (int.from_bytes(bytes.fromhex(w), "little") for w in call.args["args"].split("-") if len(w) == 16)
+    return [w for w in words if w >> 40 == 0x7F]
+
+
+def misattributed_faults(r: Run, log: list[str]) -> tuple[int, int]:
+    """Faults the engine fed for a kernel that does not touch their block, and all faults."""
+    touched = [launch_pointers(c) for c in r.launches()]  # cuda_app's allocations are 4 MiB
+    launch, latest, wrong, total = -1, {}, 0, 0
+    for words in (line.split() for line in log):
+        if words[0] == "launch":
+            launch += 1
+            latest[words[2]] = launch  # exec=N -> its latest launch
+        elif words[0] == "fault" and words[1] in latest:
+            total += 1
+            addr = int(words[2], 16)
+            wrong += not any(p <= addr < p + 4 * MIB for p in touched[latest[words[1]]])
+    return wrong, total
+
+
+@pytest.mark.parametrize("observe_us", [0, 50])
+def test_an_observer_thread_times_launches_while_the_engine_waits_in_the_driver(tmp_path, observe_us):
+    """Kernels of 2 ms, eviction calls that keep the engine in the driver for
+    8 ms: launches seen only by its rounds get the time the round saw them, and
+    the faults before go to the kernel before.  DEEPUM_OBSERVE_US times them
+    from a thread that makes no driver call."""
+    r, log = engine(tmp_path, "layers", str(ITERATIONS), str(LAYERS), lockstep=False,
+                    env={"DEEPUM_MODE": "demand", "FAKECUDA_KERNEL_US": "2000",
+                         "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync=8000", "DEEPUM_OBSERVE_US": str(observe_us)})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    wrong, total = misattributed_faults(r, log)
+    c = counters(r)
+    assert total >= ITERATIONS * (FOOTPRINT_BLOCKS - BUDGET_BLOCKS - 2)
+    if observe_us:
+        assert wrong <= total // 20 and c["launches_observed"] >= c["launches_fed"] * 9 // 10, (wrong, total)
+    else:
+        assert wrong >= total // 3 and c["launches_observed"] == 0, (wrong, total)
+
+
 def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):
     r, _ = layers(tmp_path, env={"FAKECUDA_FAIL": "cuMemPrefetchBatchAsync=801"})  # CUDA_ERROR_NOT_SUPPORTED
     c = counters(r)

@@ -102,6 +102,7 @@ struct deepum_state {
 	u32 lookahead_blocks;		/* DEEPUM_LOOKAHEAD_BLOCKS: the core's; 0: its default */
 	u32 horizon_kernels;		/* DEEPUM_HORIZON_KERNELS: 0, or victims by predicted next use */
 	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: 0, or victims by the last iteration's uses */
+	u32 observe_us;			/* DEEPUM_OBSERVE_US: 0, or how often a thread times positions */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
 	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */

@@ -12,7 +12,10 @@
  *      for each block the core did not hold, attributed by time to the
  *      launch the engine had seen last when it happened (the position is
  *      seen a little late, so a fault may go to an earlier launch, which
- *      only makes its block's prefetch earlier);
+ *      only makes its block's prefetch earlier).  A round can take
+ *      milliseconds of driver calls; with DEEPUM_OBSERVE_US an observer
+ *      thread, which makes none, reads the positions that often and
+ *      launches are timed by when it saw them instead;
  *   3. feeds iteration marks and reported frees once the GPU has passed the
  *      point in stream order where the program made them;
  *   4. applies the round's commands on a stream of its own, of the lowest
@@ -74,6 +77,7 @@ enum {
 	BATCH_ROOM = 4096,		/* pieces gathered before they are issued */
 	PIECES_PER_REPORT = 256,	/* ranges per discard call */
 	ITERATIONS_MAX = 1024,
+	OBSERVED = 256,			/* position changes the observer keeps per stream */
 	IDLE_FIRST_NS = 20000,
 	IDLE_MAX_NS = 500000,
 	RELEASE_TIMEOUT_S = 60,
@@ -88,6 +92,8 @@ enum {
 	X(paused_rounds)		/* a graph capture was in progress: no CUDA call */   \
 	X(launches_fed)                                                                       \
 	X(launches_lost)		/* ring entries reused before they were read */       \
+	X(launches_observed)		/* launches timed by the observer thread */           \
+	X(observed_lead_ns)		/* ... how much earlier than the round they began */  \
 	X(fault_events)			/* GPU fault events the source delivered */           \
 	X(faults_fed)			/* ... on blocks the core did not hold */             \
 	X(faults_on_resident)		/* ... on blocks it held: a prefetch in flight, or a repeat */ \
@@ -142,6 +148,13 @@ struct intake_entry {
 	bool wait;			/* false: feed at once */
 };
 
+/* The observer thread's record of a stream's position: @seq was reached
+ * after @after (when the one before was still there). */
+struct observed_position {
+	u32 seq;
+	u64 after;
+};
+
 /* Ranges gathered for one destination, issued RANGES_PER_CALL at a time. */
 struct batch {
 	bool to_gpu;
@@ -175,6 +188,8 @@ static struct {
 	struct batch host, gpu;
 	bool batch_api;			/* cuMemPrefetchBatchAsync works */
 	struct { u64 base, end; } dropping;	/* a range being released: commands on it go */
+	u32 positions_read[DEEPUM_PAGE_STREAMS];	/* per stream, observer entries taken */
+	u64 last_look_ns;		/* when take_launches() last read the positions */
 	u64 idle_ns;
 	u64 cpu_ns;
 	u64 prefetch_copies_until;	/* end of the latest prefetch copy counted */
@@ -188,6 +203,13 @@ static struct {
 	_Atomic bool intake_waiting;	/* entries are queued: the engine looks without the lock */
 	struct { u64 base, size; bool pending, done; } release;
 	u64 round_count;
+	pthread_t observer;
+	_Atomic bool observing;		/* the observer thread runs (DEEPUM_OBSERVE_US) */
+	_Atomic u64 observer_scanned_ns;	/* when its latest whole scan began */
+	struct {
+		_Atomic u32 count;	/* entries written; entry i at i % OBSERVED */
+		struct observed_position at[OBSERVED];
+	} *positions;			/* per stream, written by the observer only */
 	bool lockstep;			/* DEEPUM_TEST_LOCKSTEP: rounds only when asked */
 	u64 lockstep_rounds;		/* ... until round_count reaches this */
 	bool running;			/* the thread runs (false again once it stopped) */
@@ -428,6 +450,70 @@ static u32 exec_at(u64 ts)
 	return engine.history[lo % HISTORY].exec_id;
 }
 
+/*
+ * When launch @seq of stream @slot began.  Without the observer: @now, when
+ * the round saw it (late by the round's driver calls).  With it: the last
+ * look that did not see it yet, the observer's or the engine's own (@since):
+ * the earliest it can have begun, so that a fault the kernel made soon after
+ * it began does not go to the kernel before.
+ */
+static u64 launch_time(u32 slot, u32 seq, u64 since, u64 now)
+{
+	u32 count, *read = &engine.positions_read[slot];
+	u64 scanned, after;
+
+	if (!atomic_load_explicit(&engine.observing, memory_order_acquire))
+		return now;
+	scanned = atomic_load_explicit(&engine.observer_scanned_ns, memory_order_acquire);
+	count = atomic_load_explicit(&engine.positions[slot].count, memory_order_acquire);
+	if (count - *read > OBSERVED)
+		*read = count - OBSERVED;	/* the oldest were overwritten */
+	for (; *read != count; (*read)++) {
+		struct observed_position at = engine.positions[slot].at[*read % OBSERVED];
+
+		if (atomic_load_explicit(&engine.positions[slot].count, memory_order_acquire) - *read > OBSERVED)
+			continue;	/* overwritten while it was read */
+		if ((int32_t)(at.seq - seq) >= 0) {
+			ADD(launches_observed, 1);
+			after = at.after > since ? at.after : since;
+			ADD(observed_lead_ns, now > after ? now - after : 0);
+			return after < now ? after : now;
+		}
+	}
+	/* Not seen by the scan that began at @scanned: it began after. */
+	after = scanned > since ? scanned : since;
+	return after < now ? after : now;
+}
+
+/* Positions as they change, each timed by the scan before the one that saw
+ * it: the launch began after that.  No driver call, so no delay but @period. */
+static void *observer_main(void *arg)
+{
+	const struct timespec period = { 0, (long)deepum.observe_us * 1000 };
+	u32 seen[DEEPUM_PAGE_STREAMS] = { 0 };
+	u64 before = engine_clock_ns();
+
+	(void)arg;
+	while (!atomic_load(&engine.stop) && deepum_active()) {
+		u64 now = engine_clock_ns();
+
+		for (u32 slot = 0; slot < DEEPUM_PAGE_STREAMS; slot++) {
+			u32 seq = (u32)(__atomic_load_n(&engine.page->position[slot], __ATOMIC_ACQUIRE) >> 32);
+			u32 i = atomic_load_explicit(&engine.positions[slot].count, memory_order_relaxed);
+
+			if (seq == seen[slot])
+				continue;
+			seen[slot] = seq;
+			engine.positions[slot].at[i % OBSERVED] = (struct observed_position){ .seq = seq, .after = before };
+			atomic_store_explicit(&engine.positions[slot].count, i + 1, memory_order_release);
+		}
+		before = now;
+		atomic_store_explicit(&engine.observer_scanned_ns, now, memory_order_release);
+		nanosleep(&period, NULL);
+	}
+	return NULL;
+}
+
 static void feed_launch(u32 slot, u32 exec_id, u64 now)
 {
 	struct deepum_record rec = {
@@ -435,11 +521,14 @@ static void feed_launch(u32 slot, u32 exec_id, u64 now)
 		.addr = launch_name_hash(exec_id),
 	};
 
+	/* Attribution searches the history by time: it must not go back. */
+	if (engine.history_len && now < engine.history[(engine.history_len - 1) % HISTORY].ts)
+		now = engine.history[(engine.history_len - 1) % HISTORY].ts;
 	engine.history[engine.history_len % HISTORY].ts = now;
 	engine.history[engine.history_len % HISTORY].exec_id = exec_id;
 	engine.history_len++;
 	ADD(launches_fed, 1);
-	log_line("launch slot=%u exec=%u", slot, exec_id);
+	log_line("launch slot=%u exec=%u at=%llu", slot, exec_id, (unsigned long long)now);
 	feed(&rec);
 }
 
@@ -501,8 +590,10 @@ static bool take_intake(void)
  * marks and reported frees, is interleaved). */
 static bool take_launches(u64 now)
 {
+	u64 since = engine.last_look_ns;
 	bool any = false;
 
+	engine.last_look_ns = now;
 	for (u32 slot = 0; slot < DEEPUM_PAGE_STREAMS; slot++) {
 		u32 reached = (u32)(__atomic_load_n(&engine.page->position[slot], __ATOMIC_ACQUIRE) >> 32);
 		u32 behind = reached - engine.fed[slot];
@@ -519,7 +610,7 @@ static bool take_launches(u64 now)
 			u64 entry = __atomic_load_n(&engine.page->ring[slot][seq % DEEPUM_RING_DEPTH], __ATOMIC_ACQUIRE);
 
 			if ((u32)(entry >> 32) == seq)
-				feed_launch(slot, (u32)entry, now);
+				feed_launch(slot, (u32)entry, launch_time(slot, seq, since, now));
 			else
 				ADD(launches_lost, 1);
 			take_intake();
@@ -573,7 +664,7 @@ static bool feed_fault(const struct fault_event *ev, u32 flags, bool once)
 		return false;
 	engine.recent[slot].blk = blk;
 	engine.recent[slot].exec_id = rec.exec_id;
-	log_line("fault exec=%u 0x%llx", rec.exec_id, (unsigned long long)rec.addr);
+	log_line("fault exec=%u 0x%llx at=%llu", rec.exec_id, (unsigned long long)rec.addr, (unsigned long long)ev->ts);
 	feed(&rec);
 	return true;
 }
@@ -764,6 +855,7 @@ static void forget_in_child(void)
 {
 	engine.running = false;
 	engine.started = false;
+	engine.observing = false;
 }
 
 /* Free blocks pre-eviction keeps: the faults that arrive before the engine
@@ -854,6 +946,23 @@ static bool budget_fits(char *why, size_t size)
 	return true;
 }
 
+/* DEEPUM_OBSERVE_US: without it, the engine runs as well, timing launches by its rounds. */
+static void observer_start(void)
+{
+	char message[256];
+	int err;
+
+	engine.positions = deepum_calloc(DEEPUM_PAGE_STREAMS, sizeof(*engine.positions));
+	err = engine.positions ? pthread_create(&engine.observer, NULL, observer_main, NULL) : ENOMEM;
+	if (!err) {
+		atomic_store_explicit(&engine.observing, true, memory_order_release);
+		return;
+	}
+	snprintf(message, sizeof(message),
+		 "DEEPUM_OBSERVE_US: no observer thread (%s); launches are timed by the engine's rounds", strerror(err));
+	deepum_warn(message);
+}
+
 static bool thread_start(char *why, size_t size)
 {
 	sigset_t all, saved;
@@ -865,6 +974,8 @@ static bool thread_start(char *why, size_t size)
 	engine.running = true;
 	engine.lockstep = deepum_lockstep_enabled();
 	err = deepum_inject("engine-thread") ? EAGAIN : pthread_create(&engine.thread, NULL, engine_main, NULL);
+	if (!err && deepum.observe_us)
+		observer_start();
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	if (err) {
 		engine.running = false;
@@ -914,6 +1025,8 @@ void engine_stop(void)
 	pthread_mutex_unlock(&engine.lock);
 	if (joinable)
 		pthread_join(engine.thread, NULL);
+	if (joinable && atomic_load(&engine.observing))
+		pthread_join(engine.observer, NULL);
 	if (engine.log) {
 		fclose(engine.log);
 		engine.log = NULL;

@@ -344,6 +344,7 @@ static bool read_config(void)
 	       env_number("DEEPUM_LOOKAHEAD_BLOCKS", 0, DEEPUM_CFG_LOOKAHEAD_BLOCKS_MAX, &deepum.lookahead_blocks) &&
 	       env_number("DEEPUM_HORIZON_KERNELS", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.horizon_kernels) &&
 	       env_number("DEEPUM_HISTORY_SCAN", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.history_scan) &&
+	       env_number("DEEPUM_OBSERVE_US", 0, 100000, &deepum.observe_us) &&
 	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
 	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&
 	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path), "") &&

@@ -37,6 +37,8 @@
  * fakecuda_observe() (fakegpu.h); times come from fakecuda_clock().
  *
  * Knobs: FAKECUDA_FAIL=name[=code],...   make those entry points fail
+ *        FAKECUDA_SLOW=name=us,...       make those entry points take that long
+ *        FAKECUDA_KERNEL_US=us           each kernel runs that long (the launch returns after)
  *        FAKECUDA_MEM_FREE=bytes         what cuMemGetInfo says is free (64 GiB)
  *        FAKECUDA_UVM_DEVICE=path        opened by cuInit, as the driver opens
  *                                        /dev/nvidia-uvm (for fakedev.c)
@@ -51,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../userlib/cuda_abi.h"
@@ -86,21 +89,42 @@ static void log_line(const char *fmt, ...)
 		abort();
 }
 
-/* CUDA_SUCCESS, or the failure FAKECUDA_FAIL asks of @name (logged). */
-static CUresult injected(const char *name)
+/* The entry of list @env ("name[=value],...") for @name: its value after
+ * '=' (or "" without one), or NULL. */
+static const char *listed(const char *env, const char *name)
 {
-	const char *list = getenv("FAKECUDA_FAIL");
+	const char *list = getenv(env);
 	size_t n = strlen(name);
 
-	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
-		if (strncmp(p, name, n) != 0 || (p[n] != ',' && p[n] != '=' && p[n] != '\0'))
-			continue;
-		CUresult rc = p[n] == '=' ? (CUresult)atoi(p + n + 1) : CUDA_ERROR_UNKNOWN;
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '=' || p[n] == '\0'))
+			return p[n] == '=' ? p + n + 1 : "";
+	return NULL;
+}
 
-		log_line("%s -> fail %d", name, rc);
-		return rc;
-	}
-	return CUDA_SUCCESS;
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
+
+	while (us > 0 && nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* CUDA_SUCCESS, or the failure FAKECUDA_FAIL asks of @name (logged); first
+ * the time FAKECUDA_SLOW asks it to take. */
+static CUresult injected(const char *name)
+{
+	const char *slow = listed("FAKECUDA_SLOW", name);
+	const char *fail = listed("FAKECUDA_FAIL", name);
+	CUresult rc;
+
+	if (slow)
+		sleep_us(atol(slow));
+	if (!fail)
+		return CUDA_SUCCESS;
+	rc = *fail ? (CUresult)atoi(fail) : CUDA_ERROR_UNKNOWN;
+	log_line("%s -> fail %d", name, rc);
+	return rc;
 }
 
 #define FAIL_IF_ASKED()                                  \
@@ -1064,8 +1088,11 @@ static CUresult launch(const char *entry, CUfunction f, const unsigned int *grid
 	format_args(f, params, extra, args, sizeof(args));
 	log_line("%s f=%s grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p args=%s captured=%d", entry, f->name,
 		 grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, (void *)stream, args, captured);
-	if (!captured)
+	if (!captured) {
 		run_kernel(f, params, extra, grid, block, id, correlation);
+		if (getenv("FAKECUDA_KERNEL_US"))
+			sleep_us(atol(getenv("FAKECUDA_KERNEL_US")));
+	}
 	return CUDA_SUCCESS;
 }
 
