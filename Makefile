@@ -1,5 +1,6 @@
 # deepum: top-level targets.  Two do all set-up on a fresh machine:
-#   make demo   build, then replay the bundled real H200 trace (no GPU needed)
+#   make demo   build, then replay the bundled real H200 traces and simulate GPT-2
+#               on smaller GPUs (no GPU needed)
 #   make test   every test that runs without a GPU
 # Both create .venv and install what they need (pip; apt for the kernel tests).
 
@@ -27,6 +28,8 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_n
 
 demo: $(VENV)/.installed
 	for t in $(DEMO_TRACES); do $(DEEPUMCTL) replay $$t || exit 1; echo; done
+	$(DEEPUMCTL) simulate tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz \
+		--compute tests/data/h200/gpt2-resident-kernels.csv.gz --capacity 0,6G,4G,3G --policy uvm,deepum,oracle
 
 test: test-unit test-sanitize test-kernel test-nvidia test-dkms
 
