@@ -287,6 +287,28 @@ def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
     assert ids == [0, 1, 1, 0, 0, 2, 0]
 
 
+def test_a_launch_on_tensors_that_moved_keeps_the_exec_id_of_its_place(tmp_path):
+    """8 layers, each forward layer also scaling a mask allocated anew every
+    iteration: 8 new hashes per iteration.  Once iterations are marked, each
+    takes the ID its place had (the k-th scale launch of the iteration)."""
+    r = run_app(tmp_path, "symbol", "layers-moving", "6", "8", env={"DEEPUM_MODE": "observe"})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    per_iteration = r.stats["iterations"][:6]
+    assert [it["launches"] for it in per_iteration] == [24] * 6
+    assert per_iteration[0]["exec_new"] == 24
+    assert all(it["exec_hits"] == 24 and it["exec_new"] == 0 for it in per_iteration[1:]), per_iteration
+    assert r.stats["counters"]["exec_by_place"] == 5 * 8
+    scales = [c for c in r.launches() if c.args["f"] == "scale"]
+    ids = r.delivered_ids()
+    scale_ids = [ids[i] for i, c in enumerate(r.launches()) if c.args["f"] == "scale"]
+    assert len(scales) == 48 and scale_ids == scale_ids[:8] * 6 and len(set(scale_ids)) == 8
+    # Without marks there are no places: every iteration's masks are new launches
+    # (and with a third of each iteration new, no period is found either).
+    unmarked = run_app(tmp_path, "symbol", "layers-moving-unmarked", "6", "8", env={"DEEPUM_MODE": "observe"})
+    c = unmarked.stats["counters"]
+    assert c["exec_by_place"] == 0 and c["exec_new"] == 16 + 6 * 8 and c["iterations_detected"] == 0
+
+
 def test_iterations_are_found_when_the_program_marks_none(tmp_path):
     """12 unmarked steps of 8 layers (16 launches, each exec ID once per step):
     the period is settled in the third step, and every later step is marked

@@ -53,6 +53,7 @@ enum deepum_delivery {
 #define DEEPUM_COUNTERS(X)                                                                    \
 	X(launches)			/* launches seen while active */                       \
 	X(exec_hits)			/* ... whose exec ID was already known */              \
+	X(exec_by_place)		/* ... of those, known by their place in the iteration */ \
 	X(exec_new)			/* exec IDs assigned */                                \
 	X(exec_untracked)		/* launches given DEEPUM_EXEC_NONE: a table is full */ \
 	X(launches_unidentified)	/* ... or the driver could not name the kernel */      \
@@ -193,6 +194,8 @@ struct launch {
 bool launch_tables_init(u32 exec_max);
 /* The kernel-name hash of @exec_id (0 if unknown). */
 u64 launch_name_hash(u32 exec_id);
+/* An iteration begins: launches count their place in it from here. */
+void launch_new_iteration(void);
 /* [@base, @base + @size) is a device allocation: words of launch arguments
  * that point into it name data (launch.c's header comment). */
 void launch_note_allocation(u64 base, u64 size);

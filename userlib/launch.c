@@ -37,7 +37,20 @@
  * are ignored like scalars: libdeepum cannot prefetch them anyway.
  *
  * The word's index is mixed in with its value, so moving a pointer from one
- * argument to another is a different launch.  The hash itself is a
+ * argument to another is a different launch.
+ *
+ * Tensors that move.  Some launches get new addresses every iteration
+ * (PyTorch's dropout masks: most of the new IDs the H200 traces show after
+ * the second iteration), so their hash is new each time.  Once iterations
+ * are marked (by the program or iterations.c), each launch also has a place:
+ * the k-th launch of this kernel and shape in the iteration.  A launch whose
+ * hash is new takes the ID of the launch that had its place in an earlier
+ * iteration, if any (counted as exec_by_place); its hash then names that ID
+ * too.  Places are recorded for new IDs, and for known ones during the first
+ * two marked iterations; after that only a new hash costs the extra lookup.
+ * A program whose launches change order between iterations gets IDs of
+ * other launches of the same kernel and shape for the moved ones: no worse
+ * than new IDs for the prefetcher, whose tables follow the IDs.  The hash itself is a
  * multiply-xorshift per 64-bit word (exec IDs are private to the process;
  * only the name hash, FNV-1a, must match the other components).
  *
@@ -62,6 +75,8 @@ enum {
 	WORD_POOL = 1 << 19,		/* their aligned argument words (4 MiB): a
 					 * multi-tensor-apply kernel alone has ~750 */
 	PARAMS_MAX = 4096,		/* CUDA's 32 KiB of parameters, 8 bytes each */
+	PLACE_SLOTS = 1 << 14,		/* kernel-and-shape counters, twice the kernels */
+	PLACES_RECORDED_UNTIL = 2,	/* the marked iteration up to which known IDs record their place */
 	EXTRA_PAIRS_MAX = 16,
 };
 
@@ -100,6 +115,15 @@ static u32 exec_max;
 static _Atomic u32 exec_next;
 static u64 *exec_name_hash;		/* by exec ID, for SET_EXEC_ID */
 
+/* Launches of one kernel and shape so far in the current iteration. */
+struct place_slot {
+	_Atomic u64 key;		/* the kernel-and-shape hash; 0: free */
+	_Atomic u64 count;		/* iteration << 32 | launches in it */
+};
+
+static struct place_slot *places;
+static _Atomic u32 iteration;		/* marks so far: places count from the first */
+
 /* Every device allocation seen lies in [window_lo, window_hi). */
 static _Atomic u64 window_lo = UINT64_MAX;
 static _Atomic u64 window_hi;
@@ -108,7 +132,7 @@ bool launch_tables_init(u32 max)
 {
 	u32 slots = 1;
 
-	while (slots < 2 * max)
+	while (slots < 4 * max)		/* half for places (launches of an iteration) */
 		slots <<= 1;
 	exec_mask = slots - 1;
 	/* An injected full table: every new launch is refused an ID. */
@@ -117,7 +141,13 @@ bool launch_tables_init(u32 max)
 	word_pool = deepum_calloc(WORD_POOL, sizeof(*word_pool));
 	exec_slots = deepum_calloc(slots, sizeof(*exec_slots));
 	exec_name_hash = deepum_calloc(max, sizeof(*exec_name_hash));
-	return funcs && word_pool && exec_slots && exec_name_hash;
+	places = deepum_calloc(PLACE_SLOTS, sizeof(*places));
+	return funcs && word_pool && exec_slots && exec_name_hash && places;
+}
+
+void launch_new_iteration(void)
+{
+	atomic_fetch_add_explicit(&iteration, 1, memory_order_relaxed);
 }
 
 u64 launch_name_hash(u32 exec_id)
@@ -259,7 +289,7 @@ static u64 mix(u64 h, u64 word)
  * through the driver's layout, so either launch form (kernelParams or the
  * "extra" buffer) gives the same hash.
  */
-static bool launch_key(const struct func_info *fi, const struct launch *l, u64 *ret)
+static bool launch_key(const struct func_info *fi, const struct launch *l, u64 *ret, u64 *shape_ret)
 {
 	const struct arg_word *w = &word_pool[fi->first_word];
 	u64 lo = atomic_load_explicit(&window_lo, memory_order_relaxed);
@@ -273,6 +303,7 @@ static bool launch_key(const struct func_info *fi, const struct launch *l, u64 *
 	h = mix(h, s[2] | (u64)s[3] << 32);
 	h = mix(h, s[4] | (u64)s[5] << 32);
 	h = mix(h, s[6]);
+	*shape_ret = h ? h : 1;
 	if (!l->params && l->extra && !extra_buffer(l->extra, &buffer, &buffer_size))
 		return false;
 	for (u32 i = 0; i < fi->nwords; i++) {
@@ -300,29 +331,45 @@ static u32 published_id(struct exec_slot *slot)
 	return id == EXEC_SLOT_NONE ? DEEPUM_EXEC_NONE : id - 1;
 }
 
-static u32 exec_id_for(u64 key, u64 name_hash)
+enum exec_how { EXEC_KNOWN, EXEC_BOUND, EXEC_NEW, EXEC_NONE };
+
+/*
+ * The exec ID @key names (EXEC_KNOWN); else, with @create, @key is made to
+ * name @reuse (EXEC_BOUND) or, if that is DEEPUM_EXEC_NONE, a new ID
+ * (EXEC_NEW).  DEEPUM_EXEC_NONE (EXEC_NONE) without it or without room.
+ */
+static u32 exec_id_for(u64 key, u64 name_hash, bool create, u32 reuse, enum exec_how *how)
 {
 	u32 i = (u32)key & exec_mask;
 
+	*how = EXEC_NONE;
 	for (int probe = 0; probe < PROBE_MAX; probe++, i = (i + 1) & exec_mask) {
 		struct exec_slot *slot = &exec_slots[i];
 		u64 found = atomic_load_explicit(&slot->key, memory_order_acquire);
 		u32 id;
 
 		if (found == key) {
-			COUNT(exec_hits, 1);
-			return published_id(slot);
+			id = published_id(slot);
+			*how = id == DEEPUM_EXEC_NONE ? EXEC_NONE : EXEC_KNOWN;
+			return id;
 		}
 		if (found != 0)
 			continue;
-		if (atomic_load_explicit(&exec_next, memory_order_relaxed) >= exec_max)
+		if (!create || (reuse == DEEPUM_EXEC_NONE &&
+				atomic_load_explicit(&exec_next, memory_order_relaxed) >= exec_max))
 			break;	/* IDs are spent: do not fill the table with refusals */
 		if (!atomic_compare_exchange_strong(&slot->key, &found, key)) {
 			if (found == key) {
-				COUNT(exec_hits, 1);
-				return published_id(slot);
+				id = published_id(slot);
+				*how = id == DEEPUM_EXEC_NONE ? EXEC_NONE : EXEC_KNOWN;
+				return id;
 			}
 			continue;
+		}
+		if (reuse != DEEPUM_EXEC_NONE) {
+			atomic_store_explicit(&slot->id, reuse + 1, memory_order_release);
+			*how = EXEC_BOUND;
+			return reuse;
 		}
 		id = atomic_fetch_add_explicit(&exec_next, 1, memory_order_relaxed);
 		if (id >= exec_max) {
@@ -331,26 +378,93 @@ static u32 exec_id_for(u64 key, u64 name_hash)
 		}
 		exec_name_hash[id] = name_hash;
 		atomic_store_explicit(&slot->id, id + 1, memory_order_release);
-		COUNT(exec_new, 1);
+		*how = EXEC_NEW;
 		return id;
 	}
-	COUNT(exec_untracked, 1);
 	return DEEPUM_EXEC_NONE;
+}
+
+/*
+ * The launch's place: a hash of its kernel-and-shape hash @shape and how many
+ * launches of those came before it in the current iteration; false before
+ * the first mark or without room.  @iter gets the marks so far.
+ */
+static bool place_key(u64 shape, u64 *ret, u32 *iter)
+{
+	u32 i = (u32)shape & (PLACE_SLOTS - 1);
+
+	*iter = atomic_load_explicit(&iteration, memory_order_relaxed);
+	if (!*iter)
+		return false;
+	for (int probe = 0; probe < PROBE_MAX; probe++, i = (i + 1) & (PLACE_SLOTS - 1)) {
+		struct place_slot *p = &places[i];
+		u64 found = atomic_load_explicit(&p->key, memory_order_acquire);
+		u64 count, next;
+
+		if (found == 0 && !atomic_compare_exchange_strong(&p->key, &found, shape) && found != shape)
+			continue;
+		if (found != 0 && found != shape)
+			continue;
+		count = atomic_load_explicit(&p->count, memory_order_relaxed);
+		do
+			next = count >> 32 == *iter ? count + 1 : (u64)*iter << 32 | 1;
+		while (!atomic_compare_exchange_weak(&p->count, &count, next));
+		*ret = mix(mix(shape, (u32)(next - 1)), 0x706c616365ULL);	/* "place" */
+		if (!*ret)
+			*ret = 1;
+		return true;
+	}
+	return false;
+}
+
+/* The launch's exec ID (see "Tensors that move" above), counted. */
+static u32 exec_id_of(const struct func_info *fi, u64 key, u64 shape)
+{
+	u64 place;
+	u32 iter, id, stand_in = DEEPUM_EXEC_NONE;
+	bool placed = place_key(shape, &place, &iter);
+	enum exec_how how, place_how;
+
+	id = exec_id_for(key, fi->name_hash, false, DEEPUM_EXEC_NONE, &how);
+	if (how == EXEC_NONE) {
+		if (placed)
+			stand_in = exec_id_for(place, fi->name_hash, false, DEEPUM_EXEC_NONE, &place_how);
+		id = exec_id_for(key, fi->name_hash, true, stand_in, &how);
+	}
+	if (placed && id != DEEPUM_EXEC_NONE && stand_in == DEEPUM_EXEC_NONE &&
+	    (how == EXEC_NEW || iter <= PLACES_RECORDED_UNTIL))
+		exec_id_for(place, fi->name_hash, true, id, &place_how);
+	switch (how) {
+	case EXEC_KNOWN:
+		COUNT(exec_hits, 1);
+		break;
+	case EXEC_BOUND:
+		COUNT(exec_hits, 1);
+		COUNT(exec_by_place, 1);
+		break;
+	case EXEC_NEW:
+		COUNT(exec_new, 1);
+		break;
+	case EXEC_NONE:
+		COUNT(exec_untracked, 1);
+		break;
+	}
+	return id;
 }
 
 /* Identify the launch and deliver its exec ID in stream order. */
 static void launch_before(struct launch *l)
 {
 	const struct func_info *fi = function_info(l->func);
-	u64 key;
+	u64 key, shape;
 
 	COUNT(launches, 1);
 	l->exec_id = DEEPUM_EXEC_NONE;
 	l->name_hash = 0;
 	if (fi) {
 		l->name_hash = fi->name_hash;
-		if (launch_key(fi, l, &key))
-			l->exec_id = exec_id_for(key, fi->name_hash);
+		if (launch_key(fi, l, &key, &shape))
+			l->exec_id = exec_id_of(fi, key, shape);
 		else
 			COUNT(launches_unidentified, 1);
 	}

@@ -55,6 +55,7 @@ static void mark_iteration(bool inside)
 		marks[i].launches -= inside;
 		marks[i].exec_hits -= inside;
 	}
+	launch_new_iteration();
 	tracer_mark();
 	pool_report_dead();
 	delivery_mark_iteration();

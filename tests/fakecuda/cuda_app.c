@@ -553,15 +553,19 @@ static void scenario_train(int iterations, int fork_child)
  * pass on
  * stream s, @iterations marked iterations, then every allocation freed.
  * Each kernel touches three whole allocations (6 blocks).  With
- * @report_frees, each iteration also uses a scratch buffer and reports it
+ * LAYERS_FREES, each iteration also uses a scratch buffer and reports it
  * dead on s (deepum_report_free), as pydeepum.torch does for a tensor its
- * allocator freed.
+ * allocator freed.  With LAYERS_MOVING, each forward layer also scales a
+ * mask allocated anew every iteration (at a new address, as PyTorch's
+ * dropout masks often are), freed at the iteration's end.
  */
-static void scenario_layers(int iterations, int layers, int report_frees)
+enum layers_extra { LAYERS_PLAIN, LAYERS_FREES, LAYERS_MOVING };
+
+static void scenario_layers(int iterations, int layers, enum layers_extra extra)
 {
 	int (*report_free)(unsigned long long, unsigned long long, void *) =
 		(int (*)(unsigned long long, unsigned long long, void *))dlsym(RTLD_DEFAULT, "deepum_report_free");
-	CUdeviceptr w[64], a[65], scratch;
+	CUdeviceptr w[64], a[65], mask[64], scratch;
 	CUstream s;
 
 	if (layers > 64)
@@ -575,9 +579,14 @@ static void scenario_layers(int iterations, int layers, int report_frees)
 	scratch = alloc(4 << 20);
 	for (int i = 0; i < iterations; i++) {
 		mark_iteration();
-		for (int l = 0; l < layers; l++)
+		for (int l = 0; l < layers; l++) {
 			vec_add("layer_fwd", (struct vec_args){ w[l], a[l], a[l + 1], l }, 8, 256, 0, s);
-		if (report_frees) {
+			if (extra == LAYERS_MOVING) {
+				mask[l] = alloc(2 << 20);
+				scale(mask[l], 1.0f, 64, s);
+			}
+		}
+		if (extra == LAYERS_FREES) {
 			scale(scratch, 1.0f, 64, s);
 			if (!report_free || report_free(scratch, 4 << 20, s) != 0) {
 				fprintf(stderr, "cuda_app: deepum_report_free is missing or refused\n");
@@ -586,6 +595,8 @@ static void scenario_layers(int iterations, int layers, int report_frees)
 		}
 		for (int l = layers; l-- > 0;)
 			vec_add("layer_bwd", (struct vec_args){ w[l], a[l + 1], a[l], l }, 8, 256, 0, s);
+		for (int l = 0; extra == LAYERS_MOVING && l < layers; l++)
+			check(api.mem_free(mask[l]), "cuMemFree");
 	}
 	mark_iteration();
 	for (int l = 0; l < layers; l++) {
@@ -681,7 +692,8 @@ static int usage(void)
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
 			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
 			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n"
-			"  | layers N L | layers-frees N L | layers-unmarked N L | layers-async N L | pool\n");
+			"  | layers N L | layers-frees N L | layers-unmarked N L | layers-moving[-unmarked] N L\n"
+			"  | layers-async N L | pool\n");
 	return 2;
 }
 
@@ -739,11 +751,15 @@ int main(int argc, char **argv)
 	else if (strcmp(scenario, "train-fork") == 0)
 		scenario_train(n, 1);
 	else if (strcmp(scenario, "layers") == 0)
-		scenario_layers(n, m, 0);
+		scenario_layers(n, m, LAYERS_PLAIN);
 	else if (strcmp(scenario, "layers-frees") == 0)
-		scenario_layers(n, m, 1);
+		scenario_layers(n, m, LAYERS_FREES);
 	else if (strcmp(scenario, "layers-unmarked") == 0)
-		unmarked = 1, scenario_layers(n, m, 0);
+		unmarked = 1, scenario_layers(n, m, LAYERS_PLAIN);
+	else if (strcmp(scenario, "layers-moving") == 0)
+		scenario_layers(n, m, LAYERS_MOVING);
+	else if (strcmp(scenario, "layers-moving-unmarked") == 0)
+		unmarked = 1, scenario_layers(n, m, LAYERS_MOVING);
 	else if (strcmp(scenario, "layers-async") == 0)
 		scenario_layers_async(n, m);
 	else if (strcmp(scenario, "pool") == 0)
