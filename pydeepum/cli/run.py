@@ -29,9 +29,11 @@ def summary_lines(result: RunResult) -> list[str]:
     steady = result.steady_state()
     if steady["launches"]:
         detected = t.get("iterations_detected", 0)
+        by_place = t.get("exec_by_place", 0)
         lines.append(f"  iterations from the 2nd on: {steady['iterations']}, launches {steady['launches']:,}, "
                      f"known-ID hits {steady['exec_hits'] / steady['launches']:.2%}"
-                     + (f" ({detected:,} iterations found without the program's marks)" if detected else ""))
+                     + (f" ({detected:,} iterations found without the program's marks)" if detected else "")
+                     + (f"; {by_place:,} launches on moved tensors known by their place" if by_place else ""))
     untracked = t.get("exec_untracked", 0) + t.get("launches_unidentified", 0)
     if untracked:
         lines.append(f"  untracked launches {untracked:,} (a table was full or a kernel had no name)")
@@ -59,7 +61,9 @@ def engine_lines(engine: dict) -> list[str]:
             f"(+{c['demand_evictions']:,} on demand, {c['discard_blocks']:,} dead)",
             f"    faults {c['fault_events']:,} events, {c['faults_fed'] + c['transfer_faults_fed']:,} missed blocks, "
             f"{c.get('late_faults_fed', 0):,} late prefetches; "
-            f"launches {c['launches_fed']:,} ({c['launches_lost']:,} lost); "
+            f"launches {c['launches_fed']:,} ({c['launches_lost']:,} lost"
+            + (f", {c['launches_observed']:,} timed by the observer" if c.get("launches_observed") else "")
+            + "); "
             f"GPU seen over budget in {c['budget_violation_rounds']:,} rounds; "
             f"engine CPU {engine['cpu_ns'] / 1e9:.2f} s"]
 
