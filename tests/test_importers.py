@@ -172,8 +172,8 @@ fault exec=4294967295 0x7f0000200000 t=120
 fault exec=0 0x7f0000400000 t=121
 prefetch exec=1 0x7f0000600000 blocks=2 t=122
 evict 0x7f0000000000 blocks=1 dead t=123
-launch slot=3 exec=1 t=130
-fault exec=1 0x7f0000600000 t=131
+launch slot=3 exec=1 at=129 t=130
+fault exec=1 0x7f0000600000 at=127 t=131
 iteration 1 t=140
 launch slot=3 exec=0 t=150
 """
@@ -191,7 +191,7 @@ def test_engine_logs_become_the_stream_the_core_was_fed(tmp_path):
     launches, faults = r[r["type"] == LAUNCH], r[r["type"] == FAULT]
     assert list(launches["exec_id"]) == [0, 1, 0] and list(launches["aux"]) == [3, 3, 3]
     assert list(faults["addr"]) == [0x7F0000200000, 0x7F0000400000, 0x7F0000600000]
-    assert list(faults["exec_id"]) == [EXEC_NONE, 0, 1]  # as the engine attributed them
+    assert list(faults["exec_id"]) == [EXEC_NONE, 0, 1]  # as the engine attributed them (in feed order, at= aside)
     assert int(r[-1]["flags"]) == ITER_END and [int(x["aux"]) for x in r[r["type"] == ITERATION]] == [0, 1, 2]
 
 
