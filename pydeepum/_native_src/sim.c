@@ -76,6 +76,17 @@ static void touched(struct dum_sim *s, struct sim_block *b)
 	b->pending = 0;
 }
 
+/* The kernel uses @b: it waits if the block's copy is still on its way. */
+static void use_block(struct dum_sim *s, struct sim_block *b)
+{
+	touched(s, b);
+	if (b->arrival_ns > s->now) {
+		cur(s)->late++;
+		cur(s)->late_stall_ns += b->arrival_ns - s->now;
+		s->now = b->arrival_ns;
+	}
+}
+
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
 		   __u64 capacity_blocks, struct dum_sim **ret)
 {
@@ -337,14 +348,11 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		return -ENOMEM;
 	b = &s->blocks[slot];
 	if (deepum_core_is_resident(s->core, rec->addr)) {
-		touched(s, b);
-		if (b->arrival_ns <= s->now)
-			return 0;
-		/* Late: the GPU faults and waits for the copy in flight. */
-		cur(s)->late++;
-		cur(s)->late_stall_ns += b->arrival_ns - s->now;
-		s->now = b->arrival_ns;
-		return feed_core(s, rec);
+		/* Late, the GPU faults and waits for the copy in flight: the core hears of it. */
+		bool late = b->arrival_ns > s->now;
+
+		use_block(s, b);
+		return late ? feed_core(s, rec) : 0;
 	}
 	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
 	charge_fault(s, bytes);
@@ -391,6 +399,28 @@ static void heap_pop(struct dum_sim *s)
 		s->heap[i] = last;
 }
 
+/* Write @victim back, starting no sooner than @not_before; its room is free
+ * when the write-back is done (returned). */
+static __u64 oracle_evict(struct dum_sim *s, __u32 victim, __u64 not_before)
+{
+	dum_residency_remove(&s->res, victim);
+	s->d2h_free = max64(s->d2h_free, not_before) + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+	cur(s)->evictions++;
+	cur(s)->d2h_bytes += 1ULL << s->shift;
+	return s->d2h_free;
+}
+
+/* Copy block @slot in over the link, starting no sooner than @room. */
+static void oracle_land(struct dum_sim *s, __u32 slot, __u64 room)
+{
+	dum_residency_touch(&s->res, slot);
+	s->h2d_free = max64(s->h2d_free, room) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
+	s->blocks[slot].arrival_ns = s->h2d_free;
+	prefetched(s, &s->blocks[slot]);
+	cur(s)->h2d_bytes += 1ULL << s->shift;
+	cur(s)->prefetches++;
+}
+
 /* The resident block used farthest in the future (entries go stale when a
  * block is used again or leaves; those are dropped here). */
 static __u32 oracle_victim(struct dum_sim *s)
@@ -417,11 +447,9 @@ static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u6
 {
 	__u32 slot = dum_residency_get(&s->res, rec->addr >> s->shift);
 	__u64 room = s->now;		/* when the block has somewhere to land */
-	struct sim_block *b;
 
 	if (slot == DUM_NIL)
 		return -ENOMEM;
-	b = &s->blocks[slot];
 	if (dum_block_resident(dum_block_at(&s->res, slot)))
 		return 0;
 	if (s->capacity && s->res.resident >= s->capacity) {
@@ -433,19 +461,10 @@ static int oracle_fetch(struct dum_sim *s, const struct deepum_record *rec, __u6
 			victim = s->res.lrm_head;	/* no use is known for any resident block */
 		else
 			return 1;
-		dum_residency_remove(&s->res, victim);
-		s->d2h_free = max64(s->d2h_free, s->now) + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
-		room = s->d2h_free;
-		cur(s)->evictions++;
-		cur(s)->d2h_bytes += 1ULL << s->shift;
+		room = oracle_evict(s, victim, s->now);
 	}
-	dum_residency_touch(&s->res, slot);
-	s->h2d_free = max64(max64(s->h2d_free, s->now), room) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
-	b->arrival_ns = s->h2d_free;
-	prefetched(s, b);
-	b->next_use = idx;
-	cur(s)->h2d_bytes += 1ULL << s->shift;
-	cur(s)->prefetches++;
+	oracle_land(s, slot, room);
+	s->blocks[slot].next_use = idx;
 	return heap_push(s, idx, slot);
 }
 
@@ -482,12 +501,7 @@ static int access_oracle(struct dum_sim *s, const struct deepum_record *recs, co
 		s->cursor++;
 	}
 	s->blocks[slot].next_use = next_use[i];
-	touched(s, &s->blocks[slot]);
-	if (s->blocks[slot].arrival_ns > s->now) {
-		cur(s)->late++;
-		cur(s)->late_stall_ns += s->blocks[slot].arrival_ns - s->now;
-		s->now = s->blocks[slot].arrival_ns;
-	}
+	use_block(s, &s->blocks[slot]);
 	return heap_push(s, next_use[i], slot);
 }
 
@@ -519,26 +533,11 @@ static int access_min(struct dum_sim *s, const struct deepum_record *rec, __u64 
 				heap_pop(s);
 			else
 				victim = s->res.lrm_head;	/* no use is known for any resident block */
-			dum_residency_remove(&s->res, victim);
-			s->d2h_free = max64(s->d2h_free, s->blocks[victim].last_use_end_ns) +
-				      copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
-			room = s->d2h_free;
-			cur(s)->evictions++;
-			cur(s)->d2h_bytes += 1ULL << s->shift;
+			room = oracle_evict(s, victim, s->blocks[victim].last_use_end_ns);
 		}
-		dum_residency_touch(&s->res, slot);
-		s->h2d_free = max64(s->h2d_free, room) + copy_ns(1ULL << s->shift, s->cost.h2d_bytes_per_sec);
-		b->arrival_ns = s->h2d_free;
-		prefetched(s, b);
-		cur(s)->h2d_bytes += 1ULL << s->shift;
-		cur(s)->prefetches++;
+		oracle_land(s, slot, room);
 	}
-	touched(s, b);
-	if (b->arrival_ns > s->now) {
-		cur(s)->late++;
-		cur(s)->late_stall_ns += b->arrival_ns - s->now;
-		s->now = b->arrival_ns;
-	}
+	use_block(s, b);
 	/* Its kernel ends no sooner than this (later waits would delay it). */
 	b->last_use_end_ns = s->now + s->compute;
 	b->next_use = next_use;
