@@ -11,14 +11,13 @@ import os
 import statistics
 import subprocess
 import sys
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
 
 from pydeepum import calibration
 from pydeepum.simulate import cost_model
+from testlib import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts/calibrate"
@@ -27,14 +26,7 @@ BLOCK = 2 * MIB
 US = 1e-6
 
 
-def load_script():
-    loader = SourceFileLoader("calibrate", str(SCRIPT))
-    module = module_from_spec(spec_from_loader("calibrate", loader))
-    loader.exec_module(module)
-    return module
-
-
-cal_script = load_script()
+cal_script = load_script("calibrate")
 
 # The fake GPU's truth: what a correct measurement sequence must recover.
 LINK_H2D, LINK_D2H = 50e9, 40e9

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from testlib import load_script
 from userlib_harness import LIB_FAULTS, MIB, FAKE, FAKE_CUPTI, ROOT, Run, build, run_app
 
 BLOCK = 2 * MIB
@@ -413,23 +414,13 @@ def test_deepumctl_run_sets_the_budget_and_summarises_the_engine(tmp_path):
 # ---- scripts/bench_train's plumbing, without a GPU ------------------------------------------
 
 
-def load_bench_train():
-    from importlib.machinery import SourceFileLoader
-    from importlib.util import module_from_spec, spec_from_loader
-
-    loader = SourceFileLoader("bench_train", str(Path(__file__).resolve().parent.parent / "scripts/bench_train"))
-    module = module_from_spec(spec_from_loader("bench_train", loader))
-    loader.exec_module(module)
-    return module
-
-
 def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, monkeypatch):
     """bench() end to end with cuda_app's layers loop standing in for training:
     the real libdeepum and engine on the fake driver, so the statistics, the
     comparison, the table and the figure are the real code's."""
     import json as _json
 
-    bench_train = load_bench_train()
+    bench_train = load_script("bench_train")
     probe = {"free_bytes": 80 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
              "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
 
@@ -466,7 +457,7 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
 def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monkeypatch):
     import json as _json
 
-    bench_train = load_bench_train()
+    bench_train = load_script("bench_train")
     probe = {"free_bytes": 10 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
              "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
     resident = {"description": "big", "iteration_s": [0.01] * 4, "losses": [1.0] * 4,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testlib import BLOCK, DATA, blk, rec
+from testlib import BLOCK, DATA, blk, load_script, rec
 from pydeepum import calibration
 from pydeepum.config import make_config
 from pydeepum.errors import DeepumInputError
@@ -227,3 +227,17 @@ def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
                       compute_from_trace(t))
     assert sum(it.evictions for it in report.steady("deepum-user", cap)) > 0
     assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
+
+
+def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():
+    """scripts/validate_simulator's cases (issue 7): at bench_train's 50% budget,
+    `uvm` is within +-20% of the measured demand-paging runs, on GPT-2's
+    access-set trace and on BERT's live fault stream.  (deepum is not: that
+    gap is documented in docs/BENCHMARKS.md, and the script prints it.)"""
+    script = load_script("validate_simulator")
+    rows = script.gpt2() + script.bert_live()
+    half = {(r.case, r.policy): r for r in rows if r.budget == 0.5}
+    assert {case for case, _ in half} == {"gpt2", "bert-live"}
+    for case in ("gpt2", "bert-live"):
+        assert half[case, "uvm"].within_bar, half[case, "uvm"]
+        assert half[case, "deepum-user"].simulated_ms >= half[case, "deepum"].simulated_ms  # one stream costs
