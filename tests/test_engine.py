@@ -167,6 +167,7 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     assert got["evicted_blocks"] == c["evict_blocks"] + c["demand_evictions"] + c["discard_blocks"]
     assert got["launches"] == c["launches_fed"]
     assert got["launches_repeated"] == 1.0 and got["launches_compared"] == (ITERATIONS - 1) * 2 * LAYERS
+    assert got["fault_heard_ms_after"]["p10"] >= 0  # fault lines carry their own time (at=)
     # lockstep attributes every fault to the kernel that made it: with nothing
     # prefetched, a block faults for the same kernels every iteration
     demand_log = tmp_path / "demand.log"
