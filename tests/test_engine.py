@@ -468,3 +468,23 @@ def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monke
     report = bench_train.bench("gpt2", [0.5], iterations=2, warmup=2, out=tmp_path, deadline=60, timeout=30,
                                smoke=False)
     assert not report["safety"]["ok"] and "safety rule" in report["error"] and report["budgets"] == []
+
+
+def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
+    """scripts/gpu/pending_measurements: every step's commands, dry-run, use
+    scripts that exist and bench_train runs it knows."""
+    script = ROOT / "scripts/gpu/pending_measurements"
+    steps = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True,
+                           check=True).stdout.split("\n")
+    names = [line.split()[0] for line in steps if line.strip()]
+    assert len(names) >= 5
+    known_runs = set(load_script("bench_train").RUNS)
+    for name in names:
+        printed = subprocess.run([sys.executable, str(script), name, "--out", "/nonexistent", "--dry-run"],
+                                 capture_output=True, text=True, check=True).stdout
+        commands = [line.split() for line in printed.splitlines() if not re.match(r"^[A-Z_]+=", line)]
+        assert commands, name
+        for words in commands:
+            assert (ROOT / words[1]).exists() or words[1] == "-m", words
+            if "--runs" in words:
+                assert set(words[words.index("--runs") + 1].split(",")) <= known_runs, words
