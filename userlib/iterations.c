@@ -16,12 +16,11 @@
  * match as well).  The anchor is then the exec ID launched first in the
  * program among those that come back at P (the loop's first kernel that is
  * not shared with the rest of the step, rather than setup work or a kernel
- * from the middle of a step): every later
- * launch of the anchor marks an iteration, just before it, as
- * deepum_mark_iteration() would.  When the anchor stops coming (its tensors
- * moved, so its exec ID changed), the next exec ID seen at distance P takes
- * over.  A mark the program makes itself turns detection off for good: it
- * knows better.
+ * from the middle of a step): every later launch of the anchor marks an
+ * iteration, just before it, as deepum_mark_iteration() would.  When the
+ * anchor stops coming (its tensors moved, so its exec ID changed), the next
+ * exec ID seen at distance P takes over.  A mark the program makes itself
+ * turns detection off for good: it knows better.
  *
  * Launches race from any thread; a launch that finds the detector busy is
  * not observed (it only delays detection), so the launch path never waits.
