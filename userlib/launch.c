@@ -37,7 +37,9 @@
  * are ignored like scalars: libdeepum cannot prefetch them anyway.
  *
  * The word's index is mixed in with its value, so moving a pointer from one
- * argument to another is a different launch.
+ * argument to another is a different launch.  The hash itself is a
+ * multiply-xorshift per 64-bit word (exec IDs are private to the process;
+ * only the name hash, FNV-1a, must match the other components).
  *
  * Tensors that move.  Some launches get new addresses every iteration
  * (PyTorch's dropout masks: most of the new IDs the H200 traces show after
@@ -50,9 +52,7 @@
  * two marked iterations; after that only a new hash costs the extra lookup.
  * A program whose launches change order between iterations gets IDs of
  * other launches of the same kernel and shape for the moved ones: no worse
- * than new IDs for the prefetcher, whose tables follow the IDs.  The hash itself is a
- * multiply-xorshift per 64-bit word (exec IDs are private to the process;
- * only the name hash, FNV-1a, must match the other components).
+ * than new IDs for the prefetcher, whose tables follow the IDs.
  *
  * Two lock-free tables, both fixed at start-up, both open addressing with a
  * bounded probe: CUfunction -> name hash and argument words (asked of the
@@ -333,6 +333,15 @@ static u32 published_id(struct exec_slot *slot)
 
 enum exec_how { EXEC_KNOWN, EXEC_BOUND, EXEC_NEW, EXEC_NONE };
 
+/* The ID a slot holding the looked-up key names (EXEC_NONE: the IDs had run out). */
+static u32 known_id(struct exec_slot *slot, enum exec_how *how)
+{
+	u32 id = published_id(slot);
+
+	*how = id == DEEPUM_EXEC_NONE ? EXEC_NONE : EXEC_KNOWN;
+	return id;
+}
+
 /*
  * The exec ID @key names (EXEC_KNOWN); else, with @create, @key is made to
  * name @reuse (EXEC_BOUND) or, if that is DEEPUM_EXEC_NONE, a new ID
@@ -348,22 +357,16 @@ static u32 exec_id_for(u64 key, u64 name_hash, bool create, u32 reuse, enum exec
 		u64 found = atomic_load_explicit(&slot->key, memory_order_acquire);
 		u32 id;
 
-		if (found == key) {
-			id = published_id(slot);
-			*how = id == DEEPUM_EXEC_NONE ? EXEC_NONE : EXEC_KNOWN;
-			return id;
-		}
+		if (found == key)
+			return known_id(slot, how);
 		if (found != 0)
 			continue;
 		if (!create || (reuse == DEEPUM_EXEC_NONE &&
 				atomic_load_explicit(&exec_next, memory_order_relaxed) >= exec_max))
 			break;	/* IDs are spent: do not fill the table with refusals */
 		if (!atomic_compare_exchange_strong(&slot->key, &found, key)) {
-			if (found == key) {
-				id = published_id(slot);
-				*how = id == DEEPUM_EXEC_NONE ? EXEC_NONE : EXEC_KNOWN;
-				return id;
-			}
+			if (found == key)
+				return known_id(slot, how);
 			continue;
 		}
 		if (reuse != DEEPUM_EXEC_NONE) {
