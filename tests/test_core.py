@@ -309,6 +309,24 @@ def test_with_history_the_victim_is_the_block_the_last_iteration_needed_latest()
     assert [m for m, _ in history] == [6, 4, 4, 4, 3]
 
 
+def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
+    # Iteration 0: kernel k faults block 10 + k, eight blocks filling the room
+    # left by the watermark.  In iteration 1 kernel 0 faults three new blocks
+    # at once; 10 and 11 are in the window (kernels 0 and 1).  The victims,
+    # found by one scan (find_victim_by_use), are the blocks needed furthest
+    # ahead, 17, 16 and 15; least recently migrated takes 12, 13 and 14.
+    def burst(flags: int) -> list:
+        core = Core(make_config(capacity_bytes=9 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
+                                flags=lib.DEEPUM_CFG_F_NO_PREFETCH | flags))
+        feed(core, rec(ITERATION, aux=0))
+        assert [c for k in range(8) for c in feed(core, launch(k), fault(10 + k))] == []
+        feed(core, rec(ITERATION, aux=1))
+        return feed(core, launch(0), fault(20), fault(21), fault(22))
+
+    assert burst(0) == [("E", 12, 0), ("E", 13, 0), ("E", 14, 0)]
+    assert burst(HISTORY) == [("E", 17, 0), ("E", 16, 0), ("E", 15, 0)]
+
+
 def test_history_and_horizon_exclude_each_other():
     with pytest.raises(ConfigError):
         make_config(flags=HISTORY | HORIZON)

@@ -49,6 +49,13 @@
 enum {
 	RESYNC_SKIP = 8,	/* window kernels a launch may skip to match */
 	RESYNC_EXTRA = 4,	/* unexpected launches in a row the window waits through */
+	VICTIM_CACHE = 64,	/* next-use victims one scan keeps for the calls after it */
+};
+
+/* A victim candidate and the next use it was chosen by (0: none known). */
+struct dum_victim {
+	u32 slot;
+	u64 use;
 };
 
 struct dum_window_slot {
@@ -77,6 +84,14 @@ struct deepum_core {
 	u32 iter_pos;		/* launches since the iteration began (DEEPUM_CFG_F_HISTORY) */
 	u32 iter_len;		/* launches in the last whole iteration; 0: none yet */
 	u32 iter_number;
+
+	/* The best next-use victims of the last scan, best last; they stand
+	 * while the clock and the iteration position do (see find_victim). */
+	struct dum_victim victims[VICTIM_CACHE];
+	u32 victims_len;
+	u64 victims_clock;
+	u32 victims_pos;
+	u32 victims_iteration;
 
 	u32 cur_exec;		/* exec slot of the running kernel, DUM_NIL: ignored */
 	u32 cur_walk_gen;	/* the walk that predicted it; 0: none */
@@ -309,7 +324,6 @@ static void evict(struct deepum_core *core, u32 slot, u32 flags)
 	dum_residency_remove(&core->res, slot);
 }
 
-/* The tick the horizon expects @b to be used at next, or 0 if none ahead. */
 /* @b is needed @pos launches into the current iteration (DEEPUM_CFG_F_HISTORY). */
 static void note_use(const struct deepum_core *core, struct dum_block *b, u32 pos)
 {
@@ -355,6 +369,7 @@ static u64 history_next_use(const struct deepum_core *core, const struct dum_blo
 	return next ? next : 1;
 }
 
+/* The tick the horizon expects @b to be used at next, or 0 if none ahead. */
 static u64 horizon_next_use(const struct deepum_core *core, const struct dum_block *b)
 {
 	if (b->horizon_next >= core->launch_clock)
@@ -362,36 +377,97 @@ static u64 horizon_next_use(const struct deepum_core *core, const struct dum_blo
 	return b->horizon_last >= core->launch_clock ? b->horizon_last : 0;
 }
 
-/*
- * A victim no prefetching kernel needs, within evict_scan of the least
- * recently migrated end: the first one the horizon (or the history) does
- * not expect either, else the one it expects last (Belady's choice, as far
- * as the tables, or the last iteration, say).  Least recently migrated alone
- * evicts, in an iteration-periodic loop, the blocks that come back first.
- */
-static u32 find_victim(const struct deepum_core *core)
+static u64 next_use(const struct deepum_core *core, const struct dum_block *b)
 {
-	u32 slot = core->res.lrm_head, best = DUM_NIL;
-	u64 best_use = 0;
-	u32 scanned;
+	return core->cfg.flags & DEEPUM_CFG_F_HORIZON ? horizon_next_use(core, b) : history_next_use(core, b);
+}
 
+/*
+ * Keep @v among the scan's VICTIM_CACHE best, best last: the farthest next
+ * use, a block with none known before any, and of equals the one nearer the
+ * least recently migrated end (scanned first).
+ */
+static void keep_victim(struct deepum_core *core, struct dum_victim v)
+{
+	u64 key = v.use ? v.use : ~0ULL;
+	u32 n = core->victims_len, at = 0;
+
+	while (at < n && (core->victims[at].use ? core->victims[at].use : ~0ULL) < key)
+		at++;
+	if (n == VICTIM_CACHE) {
+		if (!at)
+			return;
+		memmove(&core->victims[0], &core->victims[1], (at - 1) * sizeof(v));
+		at--;
+	} else {
+		memmove(&core->victims[at + 1], &core->victims[at], (n - at) * sizeof(v));
+		core->victims_len++;
+	}
+	core->victims[at] = v;
+}
+
+/*
+ * By next use (DEEPUM_CFG_F_HORIZON or _HISTORY): the block needed last of
+ * those no prefetching kernel needs within evict_scan of the least recently
+ * migrated end, one with no known use first (Belady's choice, as far as the
+ * tables or the last iteration say).  A full scan costs evict_scan blocks
+ * (thousands: all of the GPU is worth looking at), and pre-eviction asks
+ * for many victims in a row, so one scan keeps the VICTIM_CACHE best.  They
+ * are taken while the clock and the iteration position stand still and
+ * each still holds its use, which is what a new scan would mostly return:
+ * it could differ only by blocks that migrated or changed use since.
+ */
+static u32 find_victim_by_use(struct deepum_core *core)
+{
+	u32 slot = core->res.lrm_head, scanned;
+
+	if (core->victims_clock != core->launch_clock || core->victims_pos != core->iter_pos ||
+	    core->victims_iteration != core->iter_number)
+		core->victims_len = 0;
+	while (core->victims_len) {
+		struct dum_victim v = core->victims[--core->victims_len];
+		const struct dum_block *b = dum_block_at(&core->res, v.slot);
+
+		if (dum_block_resident(b) && !in_window(core, b) && next_use(core, b) == v.use)
+			return v.slot;
+	}
+	core->victims_clock = core->launch_clock;
+	core->victims_pos = core->iter_pos;
+	core->victims_iteration = core->iter_number;
 	for (scanned = 0; slot != DUM_NIL && scanned < core->cfg.evict_scan; scanned++) {
 		const struct dum_block *b = dum_block_at(&core->res, slot);
 
 		if (!in_window(core, b)) {
-			u64 use = core->cfg.flags & DEEPUM_CFG_F_HORIZON ? horizon_next_use(core, b) :
-				  core->cfg.flags & DEEPUM_CFG_F_HISTORY ? history_next_use(core, b) : 0;
-
-			if (!use)
-				return slot;
-			if (use > best_use) {
-				best_use = use;
-				best = slot;
-			}
+			keep_victim(core, (struct dum_victim){ .slot = slot, .use = next_use(core, b) });
+			/* Nothing later can beat a full cache of blocks with no known use. */
+			if (core->victims_len == VICTIM_CACHE && !core->victims[0].use)
+				break;
 		}
 		slot = b->lrm_next;
 	}
-	return best;
+	return core->victims_len ? core->victims[--core->victims_len].slot : DUM_NIL;
+}
+
+/*
+ * A victim no prefetching kernel needs, within evict_scan of the least
+ * recently migrated end: the oldest, or with a horizon or the history, the
+ * one needed last.  Least recently migrated alone evicts, in an
+ * iteration-periodic loop, the blocks that come back first.
+ */
+static u32 find_victim(struct deepum_core *core)
+{
+	u32 slot = core->res.lrm_head, scanned;
+
+	if (core->cfg.flags & (DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_HISTORY))
+		return find_victim_by_use(core);
+	for (scanned = 0; slot != DUM_NIL && scanned < core->cfg.evict_scan; scanned++) {
+		const struct dum_block *b = dum_block_at(&core->res, slot);
+
+		if (!in_window(core, b))
+			return slot;
+		slot = b->lrm_next;
+	}
+	return DUM_NIL;
 }
 
 /* Pre-evict until watermark_blocks are free, or nothing can go. */
