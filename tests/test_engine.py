@@ -374,11 +374,14 @@ def test_engine_failures_turn_deepum_off_and_the_program_runs_on(tmp_path, env, 
     assert not r.stats["active"] and warning in r.stats["disabled_reason"]
 
 
-def test_the_uvm_tools_source_reads_the_drivers_queue(tmp_path):
-    """The fake queue of fakedev.c: one tracker, on the UVM file the driver opened."""
-    r, _ = layers(tmp_path, source="uvm-tools")
+@pytest.mark.parametrize("lockstep", [True, False], ids=["engine-reads", "reader-thread"])
+def test_the_uvm_tools_source_reads_the_drivers_queue(tmp_path, lockstep):
+    """The fake queue of fakedev.c: one tracker, on the UVM file the driver
+    opened; read by the engine under lockstep, else by a thread of its own."""
+    r, _ = layers(tmp_path, source="uvm-tools", lockstep=lockstep)
     (init,) = r.named("ioctl")[:1]
-    assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=524288")
+    assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=262144")
+    assert counters(r)["faults_fed"] > 0
     enable = [c for c in r.named("ioctl") if "ENABLE_EVENTS" in c.line]
     assert [c.args["types"] for c in enable] == ["0xc"]  # migrations and GPU faults
     assert r.stats["engine"]["source_drops"] == 0
