@@ -289,6 +289,52 @@ def test_an_observer_thread_times_launches_while_the_engine_waits_in_the_driver(
         assert wrong >= total // 3 and c["launches_observed"] == 0, (wrong, total)
 
 
+def fault_heard_delays_ms(log: list[str]) -> list[float]:
+    """For each fault the engine fed: how long after it happened (at=) the
+    core got it (t=), sorted."""
+    delays = []
+    for line in log:
+        fields = dict(word.split("=", 1) for word in line.split()[1:] if "=" in word)
+        if line.startswith("fault ") and "at" in fields:
+            delays.append((int(fields["t"]) - int(fields["at"])) / 1e6)
+    return sorted(delays)
+
+
+@pytest.mark.parametrize("issuer", [0, 1])
+def test_an_issuer_thread_keeps_the_engine_listening_while_the_driver_is_slow(tmp_path, issuer):
+    """Eviction calls that keep their caller in the driver for 30 ms (the H200
+    took up to 215 ms): the engine that makes them hears the faults of that
+    time when it comes back; with DEEPUM_ISSUER=1 a thread of its own makes
+    them, and the core hears faults within a millisecond or two."""
+    r, log = engine(tmp_path, "layers", str(ITERATIONS), str(LAYERS), lockstep=False,
+                    env={"DEEPUM_MODE": "demand", "FAKECUDA_KERNEL_US": "2000",
+                         "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync=30000", "DEEPUM_ISSUER": str(issuer)})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    delays = fault_heard_delays_ms(log)
+    assert len(delays) >= ITERATIONS * (FOOTPRINT_BLOCKS - BUDGET_BLOCKS - 2) // 2
+    p90 = delays[len(delays) * 9 // 10]
+    if issuer:
+        assert p90 < 10, delays
+    else:
+        assert p90 >= 15, delays
+    assert counters(r)["evict_calls"] > 0 and counters(r)["releases"] == 2 * LAYERS + 2
+
+
+def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
+    """The user-mode engine with DEEPUM_ISSUER=1 at its own pace: prefetches and
+    evictions go out in calls of the engine's stream, and every cuMemFree waits
+    until the issuer has made the calls it was handed."""
+    r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_ISSUER": "1", "FAKECUDA_KERNEL_US": "2000"})
+    c = counters(r)
+    assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0
+    stream = engine_stream(r)
+    batches = r.named("cuMemPrefetchBatchAsync")
+    assert batches and {b.args["stream"] for b in batches} == {stream}
+    assert c["prefetch_calls"] + c["evict_calls"] == len(batches)
+    assert c["releases"] == len(r.named("cuMemFree_v2"))
+    assert not [call for call in r.calls if call.result() == "invalid"]
+
+
 def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):
     r, _ = layers(tmp_path, env={"FAKECUDA_FAIL": "cuMemPrefetchBatchAsync=801"})  # CUDA_ERROR_NOT_SUPPORTED
     c = counters(r)
@@ -480,7 +526,7 @@ def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
     steps = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True,
                            check=True).stdout.split("\n")
     names = [line.split()[0] for line in steps if line.strip()]
-    assert len(names) >= 5
+    assert names
     known_runs = set(load_script("bench_train").RUNS)
     for name in names:
         printed = subprocess.run([sys.executable, str(script), name, "--out", "/nonexistent", "--dry-run"],

@@ -289,9 +289,15 @@ def test_write_delivery_is_per_stream_and_in_stream_order(tmp_path):
 
 def test_a_launch_on_tensors_that_moved_keeps_the_exec_id_of_its_place(tmp_path):
     """8 layers, each forward layer also scaling a mask allocated anew every
-    iteration: 8 new hashes per iteration.  Once iterations are marked, each
-    takes the ID its place had (the k-th scale launch of the iteration)."""
-    r = run_app(tmp_path, "symbol", "layers-moving", "6", "8", env={"DEEPUM_MODE": "observe"})
+    iteration: 8 new hashes per iteration.  With DEEPUM_EXEC_BY_PLACE=1, once
+    iterations are marked, each takes the ID its place had (the k-th scale
+    launch of the iteration); by default each is a new ID."""
+    default = run_app(tmp_path, "symbol", "layers-moving", "6", "8", env={"DEEPUM_MODE": "observe"})
+    assert default.returncode == 0 and default.warnings() == [], default.stderr
+    assert default.stats["counters"]["exec_by_place"] == 0
+    assert [it["exec_new"] for it in default.stats["iterations"][:6]] == [24] + [8] * 5
+    r = run_app(tmp_path, "symbol", "layers-moving", "6", "8",
+                env={"DEEPUM_MODE": "observe", "DEEPUM_EXEC_BY_PLACE": "1"})
     assert r.returncode == 0 and r.warnings() == [], r.stderr
     per_iteration = r.stats["iterations"][:6]
     assert [it["launches"] for it in per_iteration] == [24] * 6
@@ -304,7 +310,8 @@ def test_a_launch_on_tensors_that_moved_keeps_the_exec_id_of_its_place(tmp_path)
     assert len(scales) == 48 and scale_ids == scale_ids[:8] * 6 and len(set(scale_ids)) == 8
     # Without marks there are no places: every iteration's masks are new launches
     # (and with a third of each iteration new, no period is found either).
-    unmarked = run_app(tmp_path, "symbol", "layers-moving-unmarked", "6", "8", env={"DEEPUM_MODE": "observe"})
+    unmarked = run_app(tmp_path, "symbol", "layers-moving-unmarked", "6", "8",
+                       env={"DEEPUM_MODE": "observe", "DEEPUM_EXEC_BY_PLACE": "1"})
     c = unmarked.stats["counters"]
     assert c["exec_by_place"] == 0 and c["exec_new"] == 16 + 6 * 8 and c["iterations_detected"] == 0
 

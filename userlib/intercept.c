@@ -345,6 +345,8 @@ static bool read_config(void)
 	       env_number("DEEPUM_HORIZON_KERNELS", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.horizon_kernels) &&
 	       env_number("DEEPUM_HISTORY_SCAN", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.history_scan) &&
 	       env_number("DEEPUM_OBSERVE_US", 0, 100000, &deepum.observe_us) &&
+	       env_number("DEEPUM_EXEC_BY_PLACE", 0, 1, &deepum.exec_by_place) &&
+	       env_number("DEEPUM_ISSUER", 0, 1, &deepum.issuer) &&
 	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
 	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&
 	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path), "") &&

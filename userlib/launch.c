@@ -43,16 +43,21 @@
  *
  * Tensors that move.  Some launches get new addresses every iteration
  * (PyTorch's dropout masks: most of the new IDs the H200 traces show after
- * the second iteration), so their hash is new each time.  Once iterations
- * are marked (by the program or iterations.c), each launch also has a place:
+ * the second iteration), so their hash is new each time.  With
+ * DEEPUM_EXEC_BY_PLACE=1, once iterations are marked (by the program or
+ * iterations.c), each launch also has a place:
  * the k-th launch of this kernel and shape in the iteration.  A launch whose
  * hash is new takes the ID of the launch that had its place in an earlier
  * iteration, if any (counted as exec_by_place); its hash then names that ID
  * too.  Places are recorded for new IDs, and for known ones during the first
  * two marked iterations; after that only a new hash costs the extra lookup.
  * A program whose launches change order between iterations gets IDs of
- * other launches of the same kernel and shape for the moved ones: no worse
- * than new IDs for the prefetcher, whose tables follow the IDs.
+ * other launches of the same kernel and shape for the moved ones.  Off by
+ * default: on the H200 (BERT at a 50% budget) it doubled the blocks the
+ * engine prefetched and the iteration time.  The likely reason: an ID kept
+ * across iterations keeps its table, which learns each iteration's new
+ * addresses on top of the old ones, where a new ID starts from the table
+ * it stands in for (not measured apart yet).
  *
  * Two lock-free tables, both fixed at start-up, both open addressing with a
  * bounded probe: CUfunction -> name hash and argument words (asked of the
@@ -389,15 +394,16 @@ static u32 exec_id_for(u64 key, u64 name_hash, bool create, u32 reuse, enum exec
 
 /*
  * The launch's place: a hash of its kernel-and-shape hash @shape and how many
- * launches of those came before it in the current iteration; false before
- * the first mark or without room.  @iter gets the marks so far.
+ * launches of those came before it in the current iteration; false when
+ * places are off, before the first mark or without room.  @iter gets the
+ * marks so far.
  */
 static bool place_key(u64 shape, u64 *ret, u32 *iter)
 {
 	u32 i = (u32)shape & (PLACE_SLOTS - 1);
 
 	*iter = atomic_load_explicit(&iteration, memory_order_relaxed);
-	if (!*iter)
+	if (!*iter || !deepum.exec_by_place)
 		return false;
 	for (int probe = 0; probe < PROBE_MAX; probe++, i = (i + 1) & (PLACE_SLOTS - 1)) {
 		struct place_slot *p = &places[i];
