@@ -30,6 +30,7 @@ POLICIES = {
     "uvm": constant("DUM_SIM_UVM"),
     "deepum": constant("DUM_SIM_DEEPUM"),
     "deepum-user": constant("DUM_SIM_DEEPUM_USER"),
+    "deepum-issuer": constant("DUM_SIM_DEEPUM_ISSUER"),
     "oracle": constant("DUM_SIM_ORACLE"),
 }
 # Belady's MIN: the fewest bytes any policy moves, for the ideal bound (its times are no bound).

@@ -229,6 +229,21 @@ def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
     assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
 
 
+def test_an_engine_in_the_driver_hears_late_and_prefetches_late():
+    """deepum-user's engine thread makes the driver calls, which return when
+    their copies are done; deepum-issuer's (DEEPUM_ISSUER=1) never leaves the
+    core.  The same loop under pressure: the blocked engine's prefetches land
+    after the kernel wanted them far more often."""
+    t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
+    cap = 512 << 20
+    report = simulate(t, [cap], ["deepum-user", "deepum-issuer"], make_config(), cost_model(calibration.load()),
+                      compute_from_trace(t))
+    late = {p: sum(it.late for it in report.steady(p, cap)) for p in ("deepum-user", "deepum-issuer")}
+    faults = {p: sum(it.faults for it in report.steady(p, cap)) for p in ("deepum-user", "deepum-issuer")}
+    assert late["deepum-user"] > 2 * late["deepum-issuer"] > 0, late
+    assert faults["deepum-user"] >= faults["deepum-issuer"], faults
+
+
 def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():
     """scripts/validate_simulator's cases (issue 7): at bench_train's 50% budget,
     `uvm` is within +-20% of the measured demand-paging runs, on GPT-2's

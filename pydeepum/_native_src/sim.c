@@ -14,6 +14,7 @@ struct sim_block {
 	__u64 next_use;		/* ORACLE, MIN: record index of its next access */
 	__u64 last_use_end_ns;	/* MIN: when the kernel that used it last ends */
 	__u32 pending;		/* prefetched and not touched yet: 1 + the iteration that prefetched it */
+	bool unheard;		/* DEEPUM_USER: faulted in while the engine was in the driver */
 };
 
 struct dum_sim {
@@ -40,7 +41,10 @@ struct dum_sim {
 	__u64 compute;			/* ... and its compute time, paid when it ends */
 	bool in_kernel;
 	__u64 h2d_free, d2h_free;	/* when each link finishes what is queued */
-	__u64 stream_free;		/* DEEPUM_USER: when its stream finishes what is queued */
+	__u64 stream_free;		/* DEEPUM_USER, _ISSUER: when its stream finishes what is queued */
+	__u64 engine_free;		/* DEEPUM_USER: when the engine's thread is back from the driver */
+	struct deepum_record *deferred;	/* ... records that happened before that, in order */
+	__u64 deferred_len, deferred_cap;
 
 	struct dum_sim_iteration *iv;
 	__u32 iv_len, iv_cap;
@@ -87,6 +91,12 @@ static void use_block(struct dum_sim *s, struct sim_block *b)
 	}
 }
 
+/* The user-mode engine's one stream: every command waits for the ones before it. */
+static bool one_stream(const struct dum_sim *s)
+{
+	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER;
+}
+
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
 		   __u64 capacity_blocks, struct dum_sim **ret)
 {
@@ -115,7 +125,7 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	err = dum_residency_init(&s->res, checked.block_max);
 	if (err || !s->iv || !s->blocks)
 		goto out_fail;
-	if (policy == DUM_SIM_DEEPUM || policy == DUM_SIM_DEEPUM_USER) {
+	if (policy == DUM_SIM_DEEPUM || policy == DUM_SIM_DEEPUM_USER || policy == DUM_SIM_DEEPUM_ISSUER) {
 		err = deepum_core_create(&checked, &s->core);
 		if (err)
 			goto out_fail;
@@ -143,6 +153,7 @@ void dum_sim_destroy(struct dum_sim *s)
 	free(s->scratch);
 	free(s->blocks);
 	free(s->heap);
+	free(s->deferred);
 	free(s->iv);
 	free(s);
 }
@@ -189,7 +200,7 @@ static void flush(struct dum_sim *s)
 {
 	dum_residency_clear(&s->res);
 	s->heap_len = 0;
-	s->h2d_free = s->d2h_free = s->stream_free = s->flushed_ns = s->now;
+	s->h2d_free = s->d2h_free = s->stream_free = s->engine_free = s->flushed_ns = s->now;
 }
 
 static void start_kernel(struct dum_sim *s, __u64 compute_ns)
@@ -271,14 +282,14 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
 	__u32 i;
 
 	s->h2d_free = done;
-	if (s->policy == DUM_SIM_DEEPUM_USER)
+	if (one_stream(s))
 		s->stream_free = done;
 	cur(s)->h2d_bytes += bytes;
 	cur(s)->prefetches += n;
 	for (i = 0; i < n; i++) {
 		__u32 slot = dum_residency_get(&s->res, first[i].addr >> s->shift);
 
-		if (slot != DUM_NIL) {
+		if (slot != DUM_NIL && !s->blocks[slot].unheard) {
 			s->blocks[slot].arrival_ns = done;
 			prefetched(s, &s->blocks[slot]);
 		}
@@ -312,7 +323,7 @@ static void apply_commands(struct dum_sim *s, __u32 n)
 
 			s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
 			evicted_by = s->d2h_free;
-			if (s->policy == DUM_SIM_DEEPUM_USER)
+			if (one_stream(s))
 				s->stream_free = s->d2h_free;
 			if (cmd->flags & DEEPUM_CMD_F_DEMAND)
 				cur(s)->fault_evictions++;
@@ -326,16 +337,55 @@ static void apply_commands(struct dum_sim *s, __u32 n)
 		run = deepum_plan_run(&s->cmds[i], n - i, s->shift);
 		prefetch_range(s, &s->cmds[i], run, evicted_by);
 	}
+	/* The engine's batch calls return when their copies are done (on the
+	 * H200 an eviction batch kept it in the driver up to 215 ms). */
+	if (n && s->policy == DUM_SIM_DEEPUM_USER)
+		s->engine_free = max64(s->engine_free, s->stream_free);
 }
 
-static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
+static int feed_one(struct dum_sim *s, const struct deepum_record *rec)
 {
 	__u32 n;
 	int err = deepum_core_process(s->core, rec, s->cmds, s->max_cmds, &n);
 
 	if (!err)
 		apply_commands(s, n);
+	if (!err && rec->type == DEEPUM_REC_FAULT) {
+		__u32 slot = dum_residency_find(&s->res, rec->addr >> s->shift);
+
+		if (slot != DUM_NIL)
+			s->blocks[slot].unheard = false;
+	}
 	return err;
+}
+
+/*
+ * The core hears of @rec.  Under DEEPUM_USER not while the engine's thread
+ * is in the driver: what happens meanwhile waits, and the engine takes it
+ * all once it is back (DEEPUM_ISSUER's thread never leaves).
+ */
+static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
+{
+	__u64 i;
+	int err = 0;
+
+	if (s->policy == DUM_SIM_DEEPUM_USER && s->now < s->engine_free) {
+		if (s->deferred_len == s->deferred_cap) {
+			__u64 cap = s->deferred_cap ? 2 * s->deferred_cap : 1024;
+			struct deepum_record *d = realloc(s->deferred, cap * sizeof(*d));
+
+			if (!d)
+				return -ENOMEM;
+			s->deferred = d;
+			s->deferred_cap = cap;
+		}
+		s->deferred[s->deferred_len++] = *rec;
+		return 0;
+	}
+	for (i = 0; i < s->deferred_len && !err; i++)
+		err = feed_one(s, &s->deferred[i]);
+	s->deferred_len = 0;
+	return err ? err : feed_one(s, rec);
 }
 
 static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u64 bytes)
@@ -354,9 +404,14 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		use_block(s, b);
 		return late ? feed_core(s, rec) : 0;
 	}
+	if (b->unheard) {
+		use_block(s, b);	/* faulted in already; the engine has yet to hear */
+		return 0;
+	}
 	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
 	charge_fault(s, bytes);
 	b->arrival_ns = s->now;
+	b->unheard = s->policy == DUM_SIM_DEEPUM_USER;
 	return feed_core(s, rec);
 }
 
@@ -581,6 +636,7 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 		switch (s->policy) {
 		case DUM_SIM_DEEPUM:
 		case DUM_SIM_DEEPUM_USER:
+		case DUM_SIM_DEEPUM_ISSUER:
 			return access_deepum(s, rec, bytes);
 		case DUM_SIM_ORACLE:
 			return access_oracle(s, recs, next_use, i, n);

@@ -25,7 +25,13 @@
  *           pre-evictions and prefetches go down one CUDA stream, each
  *           waiting for everything issued before it, and the evictions
  *           that make room after a fault are queued there too (the real
- *           GPU had room: the fault does not wait for them);
+ *           GPU had room: the fault does not wait for them).  The engine's
+ *           thread makes the driver calls, which return when their copies
+ *           are done: until then the core hears of nothing (launches and
+ *           faults wait), and a block faulted in meanwhile is on the GPU
+ *           without the core knowing;
+ *   DEEPUM_ISSUER  DEEPUM_USER with DEEPUM_ISSUER=1: the driver calls are
+ *           another thread's, and the core hears everything as it happens;
  *   ORACLE  Belady eviction and aggressive prefetching at link bandwidth:
  *           blocks are fetched in order of need as early as the link and
  *           room allow (room: a write-back must be done first), evicting
@@ -46,7 +52,8 @@
 #define DUM_SIM_ORACLE	3
 #define DUM_SIM_DEEPUM_USER 4
 #define DUM_SIM_MIN	5
-#define DUM_SIM_POLICY_MAX 5
+#define DUM_SIM_DEEPUM_ISSUER 6
+#define DUM_SIM_POLICY_MAX 6
 
 /* Costs, in ns and bytes per second (from a calibration file). */
 struct dum_sim_cost {
