@@ -62,6 +62,18 @@ static __u64 max64(__u64 a, __u64 b)
 	return a > b ? a : b;
 }
 
+/* @array (of @size-byte elements, *@cap of them) with room for twice as many;
+ * NULL, with @array untouched, if there is no memory. */
+static void *grown(void *array, __u64 *cap, size_t size)
+{
+	__u64 more = *cap ? 2 * *cap : 1024;
+	void *bigger = realloc(array, more * size);
+
+	if (bigger)
+		*cap = more;
+	return bigger;
+}
+
 static struct dum_sim_iteration *cur(struct dum_sim *s)
 {
 	return &s->iv[s->iv_len - 1];
@@ -371,13 +383,11 @@ static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
 
 	if (s->policy == DUM_SIM_DEEPUM_USER && s->now < s->engine_free) {
 		if (s->deferred_len == s->deferred_cap) {
-			__u64 cap = s->deferred_cap ? 2 * s->deferred_cap : 1024;
-			struct deepum_record *d = realloc(s->deferred, cap * sizeof(*d));
+			struct deepum_record *d = grown(s->deferred, &s->deferred_cap, sizeof(*d));
 
 			if (!d)
 				return -ENOMEM;
 			s->deferred = d;
-			s->deferred_cap = cap;
 		}
 		s->deferred[s->deferred_len++] = *rec;
 		return 0;
@@ -422,13 +432,11 @@ static int heap_push(struct dum_sim *s, __u64 next_use, __u32 slot)
 	__u64 i;
 
 	if (s->heap_len == s->heap_cap) {
-		__u64 cap = s->heap_cap ? 2 * s->heap_cap : 1024;
-		struct heap_entry *h = realloc(s->heap, cap * sizeof(*h));
+		struct heap_entry *h = grown(s->heap, &s->heap_cap, sizeof(*h));
 
 		if (!h)
 			return -ENOMEM;
 		s->heap = h;
-		s->heap_cap = cap;
 	}
 	for (i = s->heap_len++; i && s->heap[(i - 1) / 2].next_use < next_use; i = (i - 1) / 2)
 		s->heap[i] = s->heap[(i - 1) / 2];
