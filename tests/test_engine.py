@@ -499,7 +499,11 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert deepum["fault_source"] == "cupti" and deepum["prefetched_blocks"] > 0
         assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
         assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
-    assert any("deepum" in line for line in bench_train.table(report))
+    # the table's last column: the GPU's observed peak over the budget
+    deepum_rows = {cells[0]: cells for cells in map(str.split, bench_train.table(report)) if cells[1:2] == ["deepum"]}
+    for budget in report["budgets"]:
+        peak = budget["runs"]["deepum"]["observed_peak_blocks"] * BLOCK / budget["capacity_bytes"]
+        assert float(deepum_rows[f"{budget['fraction']:.0%}"][-1]) == pytest.approx(peak, abs=0.005)
     assert len(bench_train.verdicts(report)) >= 2
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
 
