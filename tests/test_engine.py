@@ -318,6 +318,7 @@ def test_an_issuer_thread_keeps_the_engine_listening_while_the_driver_is_slow(tm
     else:
         assert p90 >= 15, delays
     assert counters(r)["evict_calls"] > 0 and counters(r)["releases"] == 2 * LAYERS + 2
+    assert r.stats["engine"]["issuer"] is bool(issuer)
 
 
 def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
@@ -326,6 +327,7 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     until the issuer has made the calls it was handed."""
     r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_ISSUER": "1", "FAKECUDA_KERNEL_US": "2000"})
     c = counters(r)
+    assert r.stats["engine"]["issuer"] is True
     assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0
     stream = engine_stream(r)
     batches = r.named("cuMemPrefetchBatchAsync")

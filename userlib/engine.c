@@ -347,6 +347,7 @@ static struct {
 	u64 handed, issued;		/* jobs; jobs[issued % ISSUE_JOBS] is next */
 	pthread_t thread;
 	bool running;			/* the thread was started (the engine's own) */
+	bool thread_ran;		/* ... at some time, for the statistics */
 	bool stop;
 } issuer = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
 
@@ -384,7 +385,7 @@ static bool issuer_start(char *why, size_t size)
 	err = pthread_create(&issuer.thread, NULL, issuer_main, NULL);
 	if (err)
 		snprintf(why, size, "cannot start its issuer thread: %s", strerror(err));
-	issuer.running = !err;
+	issuer.running = issuer.thread_ran = !err;
 	return !err;
 }
 
@@ -1363,13 +1364,14 @@ void engine_write_stats(FILE *f)
 	snapshot(&now);
 	deepum_core_get_stats(engine.core, &core);
 	fprintf(f, ",\n  \"engine\": {\n    \"fault_source\": \"%s\", \"capacity_bytes\": %llu, \"block_bytes\": %llu,\n"
-		   "    \"batch_api\": %s, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
+		   "    \"batch_api\": %s, \"issuer\": %s, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
 		   "    \"observed_peak_blocks\": %llu, \"model_peak_blocks\": %llu,\n"
 		   "    \"core\": {\"prefetches\": %llu, \"evictions\": %llu, \"demand_evictions\": %llu, "
 		   "\"discards\": %llu, \"faults\": %llu, \"faults_resident\": %llu, \"window_resets\": %llu, "
 		   "\"window_skips\": %llu, \"window_waits\": %llu, \"exec_stand_ins\": %llu, \"resident_blocks\": %llu},\n    \"counters\": {",
 		faults_source_name() ? faults_source_name() : "none", (unsigned long long)deepum.capacity,
-		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", (unsigned long long)engine.cpu_ns,
+		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", issuer.thread_ran ? "true" : "false",
+		(unsigned long long)engine.cpu_ns,
 		(unsigned long long)core.core_ns, (unsigned long long)faults_dropped(),
 		(unsigned long long)engine.observed_peak_blocks, (unsigned long long)engine.model_peak_blocks,
 		(unsigned long long)core.prefetches, (unsigned long long)core.evictions,
