@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,7 @@ static void *uvm_reader_main(void *arg)
 /* The reader thread, except under test lockstep (the engine reads then). */
 static bool uvm_reader_start(char *why, size_t size)
 {
+	sigset_t all, saved;
 	int err;
 
 	if (deepum_lockstep_enabled())
@@ -282,7 +284,11 @@ static bool uvm_reader_start(char *why, size_t size)
 		return false;
 	}
 	atomic_store(&uvm.stop_reading, false);
+	/* The program's signals are for the program's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	err = pthread_create(&uvm.reader, NULL, uvm_reader_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	if (err) {
 		snprintf(why, size, "cannot start the UVM queue's reader: %s", strerror(err));
 		return false;
@@ -535,4 +541,7 @@ void faults_stop(void)
 		cupti_stop();
 	}
 	source.running = SOURCE_NONE;
+	pthread_mutex_lock(&pending.lock);
+	pending.head = pending.tail;	/* a later start hears only its own events */
+	pthread_mutex_unlock(&pending.lock);
 }
