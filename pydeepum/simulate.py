@@ -50,7 +50,9 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
     round = (block fault - block / H2D bandwidth) / ceil(0.51 * 32).
     prefetch_range_ns and prefetch_bytes_per_sec: least-squares fit of
     time = overhead + size / rate to the measured batch-prefetch rates by range
-    size (batch_prefetch_GBps_by_range_size).
+    size (batch_prefetch_GBps_by_range_size).  evict_range_ns: a 2 MiB
+    eviction by itself (evict_to_host_per_2MiB_GBps) less its time in a bulk
+    one (there is no by-range-size measurement for evictions).
     """
     try:
         gbps = lambda key: float(cal[key]) * 1e9  # noqa: E731
@@ -61,6 +63,7 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         by_size = cal["batch_prefetch_GBps_by_range_size"]
         discard_ms = float(cal["discard_batch_4096x2MiB_ms"])
         d2h, evict = gbps("link_d2h_pinned_GBps"), gbps("evict_to_host_bulk_GBps")
+        evict_per_block = gbps("evict_to_host_per_2MiB_GBps")
     except (KeyError, TypeError, ValueError) as e:
         raise DeepumInputError(f"calibration lacks a usable {e}") from None
     rounds = -(-block_bytes // page * threshold // 100)
@@ -81,6 +84,8 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         "evict_bytes_per_sec": int(evict),
         "fault_ns": int(fault_ns),
         "prefetch_range_ns": int(max(overhead, 0)),
+        # what a 2 MiB eviction of its own costs beyond its share of a bulk one
+        "evict_range_ns": int(max(block_bytes / evict_per_block - block_bytes / evict, 0) * 1e9),
         "discard_ns": int(discard_ms * 1e6 / 4096),
         "fault_bytes": page,
         "tree_threshold_pct": threshold,

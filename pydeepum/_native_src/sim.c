@@ -26,9 +26,11 @@ struct dum_sim {
 	struct dum_residency res;	/* the GPU, LRM order (all but DEEPUM) */
 	struct sim_block *blocks;	/* by residency slot */
 	struct deepum_core *core;	/* DEEPUM */
-	struct deepum_cmd *cmds;
-	struct deepum_cmd *scratch;	/* deepum_plan_order()'s */
+	struct deepum_cmd *cmds;	/* one record's */
 	__u32 max_cmds;
+	struct deepum_cmd *round;	/* a round's, applied together as the engine does */
+	struct deepum_cmd *scratch;	/* deepum_plan_order()'s, as long as round */
+	__u64 round_len, round_cap;
 
 	/* ORACLE, MIN: resident blocks by next use, a lazy max-heap of (next_use, slot). */
 	struct heap_entry { __u64 next_use; __u32 slot; } *heap;
@@ -143,8 +145,7 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 			goto out_fail;
 		s->max_cmds = deepum_core_max_cmds(s->core);
 		s->cmds = calloc(s->max_cmds, sizeof(*s->cmds));
-		s->scratch = calloc(s->max_cmds, sizeof(*s->scratch));
-		if (!s->cmds || !s->scratch)
+		if (!s->cmds)
 			goto out_fail;
 	}
 	*ret = s;
@@ -162,6 +163,7 @@ void dum_sim_destroy(struct dum_sim *s)
 	deepum_core_destroy(s->core);
 	dum_residency_destroy(&s->res);
 	free(s->cmds);
+	free(s->round);
 	free(s->scratch);
 	free(s->blocks);
 	free(s->heap);
@@ -309,59 +311,114 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
 }
 
 /*
- * As a backend applies them (kmod/core/plan.h): evictions and discards first
- * (they make the room), then the prefetches kernel by kernel in the order the
- * kernels are expected, each kernel's sorted by address and coalesced into
- * contiguous ranges: the driver charges per range, so long ranges are what
- * makes prefetching reach the link's bandwidth, and sorting across kernels
- * would delay the next one's.
+ * Write back (or discard) a run of @n contiguous blocks, after what the
+ * stream and the device-to-host side already hold; when it is done.  The
+ * user API charges per range here too (evict_range_ns); evictions a fault
+ * calls for under DEEPUM are the driver's own, on the fault path.
  */
-static void apply_commands(struct dum_sim *s, __u32 n)
+static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32 n)
 {
-	__u64 evicted_by = 0;
-	__u32 i, first = deepum_plan_order(s->cmds, n, s->scratch), run;
+	__u64 cost = 0;
+	bool ranged = false;
+	__u32 i;
 
-	for (i = 0; i < first; i++) {
-		const struct deepum_cmd *cmd = &s->cmds[i];
-		__u32 slot = dum_residency_find(&s->res, cmd->addr >> s->shift);
+	for (i = 0; i < n; i++) {
+		__u32 slot = dum_residency_find(&s->res, cmds[i].addr >> s->shift);
 
 		if (slot != DUM_NIL)
 			s->blocks[slot].pending = 0;
-		if (cmd->flags & DEEPUM_CMD_F_DEMAND && s->policy == DUM_SIM_DEEPUM) {
+		if (cmds[i].flags & DEEPUM_CMD_F_DEMAND && s->policy == DUM_SIM_DEEPUM) {
 			charge_fault_eviction(s);
-		} else {
-			__u64 cost = cmd->op == DEEPUM_CMD_DISCARD ? s->cost.discard_ns :
-				copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
-
-			s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
-			evicted_by = s->d2h_free;
-			if (one_stream(s))
-				s->stream_free = s->d2h_free;
-			if (cmd->flags & DEEPUM_CMD_F_DEMAND)
-				cur(s)->fault_evictions++;
-			if (cmd->op == DEEPUM_CMD_EVICT) {
-				cur(s)->evictions++;
-				cur(s)->d2h_bytes += 1ULL << s->shift;
-			}
+			continue;
 		}
+		if (cmds[i].flags & DEEPUM_CMD_F_DEMAND)
+			cur(s)->fault_evictions++;
+		if (cmds[i].op == DEEPUM_CMD_DISCARD) {
+			cost += s->cost.discard_ns;
+			continue;
+		}
+		cost += copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+		ranged = true;
+		cur(s)->evictions++;
+		cur(s)->d2h_bytes += 1ULL << s->shift;
+	}
+	if (!cost)
+		return 0;
+	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
+	 * to the host); the module's backend evicts inside the driver. */
+	if (ranged && one_stream(s))
+		cost += s->cost.evict_range_ns;
+	s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
+	if (one_stream(s))
+		s->stream_free = s->d2h_free;
+	return s->d2h_free;
+}
+
+/*
+ * As a backend applies a round's commands (kmod/core/plan.h): evictions and
+ * discards first (they make the room), sorted and coalesced into ranges,
+ * then the prefetches kernel by kernel in the order the kernels are
+ * expected, each kernel's sorted by address and coalesced into contiguous
+ * ranges: the driver charges per range, so long ranges are what makes
+ * prefetching reach the link's bandwidth, and sorting across kernels would
+ * delay the next one's.
+ */
+static void apply_round(struct dum_sim *s)
+{
+	struct deepum_cmd *cmds = s->round;
+	__u32 n = (__u32)s->round_len, i, first, run;
+	__u64 evicted_by = 0;
+
+	s->round_len = 0;
+	if (!n)
+		return;
+	first = deepum_plan_order(cmds, n, s->scratch);
+	deepum_plan_sort(cmds, first);
+	for (i = 0; i < first; i += run) {
+		run = deepum_plan_run(&cmds[i], first - i, s->shift);
+		evicted_by = max64(evicted_by, evict_range(s, &cmds[i], run));
 	}
 	for (i = first; i < n; i += run) {
-		run = deepum_plan_run(&s->cmds[i], n - i, s->shift);
-		prefetch_range(s, &s->cmds[i], run, evicted_by);
+		run = deepum_plan_run(&cmds[i], n - i, s->shift);
+		prefetch_range(s, &cmds[i], run, evicted_by);
 	}
 	/* The engine's batch calls return when their copies are done (on the
 	 * H200 an eviction batch kept it in the driver up to 215 ms). */
-	if (n && s->policy == DUM_SIM_DEEPUM_USER)
+	if (s->policy == DUM_SIM_DEEPUM_USER)
 		s->engine_free = max64(s->engine_free, s->stream_free);
 }
 
+/* Room in the round (and its scratch) for @n more commands. */
+static int round_room(struct dum_sim *s, __u32 n)
+{
+	while (s->round_len + n > s->round_cap) {
+		__u64 cap = s->round_cap;
+		struct deepum_cmd *scratch = grown(s->scratch, &cap, sizeof(*scratch));
+		struct deepum_cmd *round;
+
+		if (!scratch)
+			return -ENOMEM;
+		s->scratch = scratch;
+		round = grown(s->round, &s->round_cap, sizeof(*round));
+		if (!round)
+			return -ENOMEM;
+		s->round = round;
+	}
+	return 0;
+}
+
+/* The core takes @rec; its commands join the round. */
 static int feed_one(struct dum_sim *s, const struct deepum_record *rec)
 {
 	__u32 n;
 	int err = deepum_core_process(s->core, rec, s->cmds, s->max_cmds, &n);
 
 	if (!err)
-		apply_commands(s, n);
+		err = round_room(s, n);
+	if (!err) {
+		memcpy(&s->round[s->round_len], s->cmds, n * sizeof(*s->cmds));
+		s->round_len += n;
+	}
 	if (!err && rec->type == DEEPUM_REC_FAULT) {
 		__u32 slot = dum_residency_find(&s->res, rec->addr >> s->shift);
 
@@ -395,7 +452,10 @@ static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
 	for (i = 0; i < s->deferred_len && !err; i++)
 		err = feed_one(s, &s->deferred[i]);
 	s->deferred_len = 0;
-	return err ? err : feed_one(s, rec);
+	if (!err)
+		err = feed_one(s, rec);
+	apply_round(s);
+	return err;
 }
 
 static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u64 bytes)

@@ -63,6 +63,7 @@ struct dum_sim_cost {
 	__u64 evict_bytes_per_sec;	/* pre-evictions (asynchronous) */
 	__u64 fault_ns;			/* one dependent fault round */
 	__u64 prefetch_range_ns;	/* driver cost per prefetch range */
+	__u64 evict_range_ns;		/* driver cost per pre-eviction range */
 	__u64 discard_ns;		/* per discarded block */
 	__u32 fault_bytes;		/* fault granularity (64 KiB) */
 	__u32 tree_threshold_pct;	/* UVM's tree prefetcher threshold (51) */
