@@ -176,10 +176,24 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
                                         "--from-iteration", "0", "--json"], capture_output=True, text=True,
                                        check=True).stdout)
     assert demand["fault_blocks_compared"] > 0 and demand["fault_owner_shift_launches"]["p90"] == 0
+    assert got["stream_iterations"] == ITERATIONS and got["stream_share_of_iteration"]["p50"] > 0
     log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
     bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
                          text=True)
     assert bad.returncode == 1 and "no t=<ns>" in bad.stderr
+
+
+def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does():
+    """One 1 ms iteration with a prefetch range of two blocks and an eviction of
+    one, dead blocks discarded: (0.1 + 0.1) + (0.05 + 0.1) + 2 x 0.01 ms = 0.37 of it."""
+    report = load_script("engine_log_report")
+    cost = {"prefetch_range_ns": 100_000, "prefetch_bytes_per_sec": 2 * BLOCK * 10_000,
+            "evict_range_ns": 50_000, "evict_bytes_per_sec": BLOCK * 10_000, "discard_ns": 10_000}
+    lines = ["iteration 0 t=0", "prefetch exec=1 0x200000 blocks=2 t=1", "evict 0x600000 blocks=1 t=2",
+             "evict 0x800000 blocks=2 dead t=3", "iteration 1 t=1000000", "evict 0xa00000 blocks=1 t=1000001"]
+    got = report.analyse(lines, 0, cost)
+    assert got["stream_iterations"] == 1  # the second is not whole
+    assert got["stream_share_of_iteration"]["p50"] == pytest.approx(0.37)
 
 
 def test_victims_are_never_in_the_predicted_window(tmp_path):
