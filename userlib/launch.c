@@ -54,10 +54,13 @@
  * A program whose launches change order between iterations gets IDs of
  * other launches of the same kernel and shape for the moved ones.  Off by
  * default: on the H200 (BERT at a 50% budget) it doubled the blocks the
- * engine prefetched and the iteration time.  The likely reason: an ID kept
- * across iterations keeps its table, which learns each iteration's new
- * addresses on top of the old ones, where a new ID starts from the table
- * it stands in for (not measured apart yet).
+ * engine prefetched and the iteration time.  Likely reasons, not told apart
+ * yet: an iteration with extra launches of a shape (the first one's
+ * optimizer set-up, the second's gradient accumulations) shifts the places
+ * after them, so a new hash can take the ID of another launch that still
+ * runs by its own hash (two launches, one table); and an ID kept across
+ * iterations keeps a table that learns every iteration's new addresses on
+ * top of the old ones, where a new ID starts from the one it stands in for.
  *
  * Two lock-free tables, both fixed at start-up, both open addressing with a
  * bounded probe: CUfunction -> name hash and argument words (asked of the
