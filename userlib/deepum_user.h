@@ -16,6 +16,7 @@
 #ifndef _DEEPUM_USER_H
 #define _DEEPUM_USER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -161,6 +162,9 @@ void deepum_warn(const char *message);
 void *deepum_hook_address(const char *symbol);
 /* calloc that DEEPUM_TEST_FAIL=alloc makes fail (test builds). */
 void *deepum_calloc(size_t n, size_t size);
+/* pthread_create for libdeepum's own threads, which take none of the
+ * program's signals; 0 or an errno. */
+int deepum_thread_start(pthread_t *thread, void *(*main)(void *));
 /* @template with "%p" replaced by the process ID, into @out; false if it
  * does not fit. */
 bool deepum_expand_pid(const char *template, char *out, size_t size);

@@ -57,7 +57,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,7 +381,7 @@ static bool issuer_start(char *why, size_t size)
 	if (!deepum.issuer || engine.lockstep)
 		return true;
 	issuer.stop = false;
-	err = pthread_create(&issuer.thread, NULL, issuer_main, NULL);
+	err = deepum_thread_start(&issuer.thread, issuer_main);
 	if (err)
 		snprintf(why, size, "cannot start its issuer thread: %s", strerror(err));
 	issuer.running = issuer.thread_ran = !err;
@@ -1070,7 +1069,7 @@ static void observer_start(void)
 	int err;
 
 	engine.positions = deepum_calloc(DEEPUM_PAGE_STREAMS, sizeof(*engine.positions));
-	err = engine.positions ? pthread_create(&engine.observer, NULL, observer_main, NULL) : ENOMEM;
+	err = engine.positions ? deepum_thread_start(&engine.observer, observer_main) : ENOMEM;
 	if (!err) {
 		atomic_store_explicit(&engine.observing, true, memory_order_release);
 		return;
@@ -1082,23 +1081,17 @@ static void observer_start(void)
 
 static bool thread_start(char *why, size_t size)
 {
-	sigset_t all, saved;
 	int err;
 
-	/* The program's signals are for the program's threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	engine.running = true;
 	engine.lockstep = deepum_lockstep_enabled();
 	if (!issuer_start(why, size)) {
-		pthread_sigmask(SIG_SETMASK, &saved, NULL);
 		engine.running = false;
 		return false;
 	}
-	err = deepum_inject("engine-thread") ? EAGAIN : pthread_create(&engine.thread, NULL, engine_main, NULL);
+	err = deepum_inject("engine-thread") ? EAGAIN : deepum_thread_start(&engine.thread, engine_main);
 	if (!err && deepum.observe_us)
 		observer_start();
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	if (err) {
 		engine.running = false;
 		issuer_stop();

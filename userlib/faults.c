@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,7 +273,6 @@ static void *uvm_reader_main(void *arg)
 /* The reader thread, except under test lockstep (the engine reads then). */
 static bool uvm_reader_start(char *why, size_t size)
 {
-	sigset_t all, saved;
 	int err;
 
 	if (deepum_lockstep_enabled())
@@ -284,11 +282,7 @@ static bool uvm_reader_start(char *why, size_t size)
 		return false;
 	}
 	atomic_store(&uvm.stop_reading, false);
-	/* The program's signals are for the program's threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	err = pthread_create(&uvm.reader, NULL, uvm_reader_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	err = deepum_thread_start(&uvm.reader, uvm_reader_main);
 	if (err) {
 		snprintf(why, size, "cannot start the UVM queue's reader: %s", strerror(err));
 		return false;

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,19 @@ bool deepum_inject(const char *what)
 void *deepum_calloc(size_t n, size_t size)
 {
 	return deepum_inject("alloc") ? NULL : calloc(n, size);
+}
+
+int deepum_thread_start(pthread_t *thread, void *(*main)(void *))
+{
+	sigset_t all, saved;
+	int err;
+
+	/* The program's signals are for the program's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	err = pthread_create(thread, NULL, main, NULL);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	return err;
 }
 
 bool deepum_expand_pid(const char *template, char *out, size_t size)

@@ -205,7 +205,7 @@ static bool queue_start(CUdevice device)
 		return false;
 	}
 	atomic_store(&queue_draining, true);
-	if (pthread_create(&queue_thread, NULL, queue_drainer, NULL) != 0) {
+	if (deepum_thread_start(&queue_thread, queue_drainer) != 0) {
 		atomic_store(&queue_draining, false);
 		faults_stop();
 		trace_fail("cannot start the thread that reads the UVM queue");
