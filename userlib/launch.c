@@ -140,7 +140,8 @@ bool launch_tables_init(u32 max)
 {
 	u32 slots = 1;
 
-	while (slots < 4 * max)		/* half for places (launches of an iteration) */
+	/* Room for twice the IDs; as much again for places (launches of an iteration). */
+	while (slots < (deepum.exec_by_place ? 4 : 2) * max)
 		slots <<= 1;
 	exec_mask = slots - 1;
 	/* An injected full table: every new launch is refused an ID. */
@@ -149,8 +150,8 @@ bool launch_tables_init(u32 max)
 	word_pool = deepum_calloc(WORD_POOL, sizeof(*word_pool));
 	exec_slots = deepum_calloc(slots, sizeof(*exec_slots));
 	exec_name_hash = deepum_calloc(max, sizeof(*exec_name_hash));
-	places = deepum_calloc(PLACE_SLOTS, sizeof(*places));
-	return funcs && word_pool && exec_slots && exec_name_hash && places;
+	places = deepum.exec_by_place ? deepum_calloc(PLACE_SLOTS, sizeof(*places)) : NULL;
+	return funcs && word_pool && exec_slots && exec_name_hash && (places || !deepum.exec_by_place);
 }
 
 void launch_new_iteration(void)
