@@ -289,9 +289,10 @@ def test_an_observer_thread_times_launches_while_the_engine_waits_in_the_driver(
     """Kernels of 2 ms, eviction calls that keep the engine in the driver for
     8 ms: launches seen only by its rounds get the time the round saw them, and
     the faults before go to the kernel before.  DEEPUM_OBSERVE_US times them
-    from a thread that makes no driver call."""
+    from a thread that makes no driver call.  (Without the issuer: with it
+    the engine no longer waits there.)"""
     r, log = engine(tmp_path, "layers", str(ITERATIONS), str(LAYERS), lockstep=False,
-                    env={"DEEPUM_MODE": "demand", "FAKECUDA_KERNEL_US": "2000",
+                    env={"DEEPUM_MODE": "demand", "FAKECUDA_KERNEL_US": "2000", "DEEPUM_ISSUER": "0",
                          "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync=8000", "DEEPUM_OBSERVE_US": str(observe_us)})
     assert r.returncode == 0 and r.warnings() == [], r.stderr
     wrong, total = misattributed_faults(r, log)
@@ -506,9 +507,15 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
     monkeypatch.setenv("DEEPUM_CUPTI", str(FAKE_CUPTI))
     monkeypatch.setenv("DEEPUM_FAULTS", "cupti")
     monkeypatch.setenv("DEEPUM_WRITE_EVERY", "1")
-    report = bench_train.bench("gpt2", [0.5, 0.75], iterations=3, warmup=3, out=tmp_path, deadline=120,
-                               timeout=60, smoke=False)
+    swept, refused = "deepum+LOOKAHEAD_BLOCKS=4", "deepum+LOOKAHEAD_BLOCKS=99999999"
+    report = bench_train.bench("gpt2", [0.5, 0.75], iterations=3, warmup=3, out=tmp_path, deadline=180,
+                               timeout=60, smoke=False, runs=("deepum", "demand", swept, refused))
     assert report["safety"]["ok"] and [b["fraction"] for b in report["budgets"]] == [0.5, 0.75]
+    # a run's +SETTING=VALUE reaches libdeepum: in range it runs, out of range libdeepum says why not
+    for budget in report["budgets"]:
+        assert budget["runs"][swept]["active"] and budget["runs"][swept]["prefetched_blocks"] > 0
+        assert not budget["runs"][refused]["active"]
+        assert "DEEPUM_LOOKAHEAD_BLOCKS" in budget["runs"][refused]["disabled_reason"]
     for budget in report["budgets"]:
         deepum, demand = budget["runs"]["deepum"], budget["runs"]["demand"]
         assert deepum["active"] and demand["active"], (deepum, demand)
@@ -516,10 +523,14 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
         assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
     # the table's last column: the GPU's observed peak over the budget
-    deepum_rows = {cells[0]: cells for cells in map(str.split, bench_train.table(report)) if cells[1:2] == ["deepum"]}
+    rows = {(cells[0], cells[1]): cells for cells in map(str.split, bench_train.table(report)) if len(cells) > 2}
     for budget in report["budgets"]:
         peak = budget["runs"]["deepum"]["observed_peak_blocks"] * BLOCK / budget["capacity_bytes"]
-        assert float(deepum_rows[f"{budget['fraction']:.0%}"][-1]) == pytest.approx(peak, abs=0.005)
+        deepum_row, swept_row = rows[f"{budget['fraction']:.0%}", "deepum"], rows[f"{budget['fraction']:.0%}", swept]
+        assert float(deepum_row[-1]) == pytest.approx(peak, abs=0.005)
+        # coverage and accuracy for every prefetching run, against demand's faults
+        assert float(deepum_row[-3]) == pytest.approx(budget["comparison"]["coverage"], abs=0.0005)
+        assert 0 < float(swept_row[-3]) <= 1 and 0 < float(swept_row[-2]) <= 1
     assert len(bench_train.verdicts(report)) >= 2
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
 
@@ -547,7 +558,7 @@ def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
                            check=True).stdout.split("\n")
     names = [line.split()[0] for line in steps if line.strip()]
     assert names
-    known_runs = set(load_script("bench_train").RUNS)
+    run_settings = load_script("bench_train").run_settings
     for name in names:
         printed = subprocess.run([sys.executable, str(script), name, "--out", "/nonexistent", "--dry-run"],
                                  capture_output=True, text=True, check=True).stdout
@@ -556,4 +567,15 @@ def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
         for words in commands:
             assert (ROOT / words[1]).exists() or words[1] == "-m", words
             if "--runs" in words:
-                assert set(words[words.index("--runs") + 1].split(",")) <= known_runs, words
+                for run in words[words.index("--runs") + 1].split(","):
+                    run_settings(run)  # ValueError if bench_train does not know it
+
+
+def test_bench_train_run_names_carry_settings_and_bad_ones_are_refused():
+    run_settings = load_script("bench_train").run_settings
+    assert run_settings("deepum-no-issuer+WATERMARK=64+LOOKAHEAD_BLOCKS=128") == (
+        "user", {"DEEPUM_ISSUER": "0", "DEEPUM_WATERMARK": "64", "DEEPUM_LOOKAHEAD_BLOCKS": "128"})
+    assert run_settings("demand") == ("demand", {})
+    for bad in ("resident", "deepum+lookahead_blocks=1", "deepum+WATERMARK", "deepum+WATERMARK=", "deepum+"):
+        with pytest.raises(ValueError):
+            run_settings(bad)

@@ -22,8 +22,9 @@
  *      priority, as kmod/core/plan.h says: evictions first, prefetches per
  *      predicted kernel, each sorted and coalesced into ranges, issued with
  *      cuMemPrefetchBatchAsync (at most RANGES_PER_CALL per call), falling
- *      back to cuMemPrefetchAsync per range where the driver lacks it.  With
- *      DEEPUM_ISSUER=1 an issuer thread makes those calls (see "The issuer").
+ *      back to cuMemPrefetchAsync per range where the driver lacks it.  An issuer
+ *      thread makes those calls (see "The issuer"; DEEPUM_ISSUER=0: the
+ *      engine's own thread).
  *
  * The budget (DEEPUM_CAPACITY) is the core's capacity, and the core's
  * residency model decides what moves: the core pre-evicts to keep its
@@ -329,15 +330,17 @@ static void issue_calls(struct batch *b)
 }
 
 /*
- * The issuer (DEEPUM_ISSUER=1): a thread of its own for the driver calls.
- * A batch of evictions keeps its caller in the driver until the data is
+ * The issuer (default; DEEPUM_ISSUER=0 turns it off): a thread of its own
+ * for the driver calls.  A batch of evictions keeps its caller in the driver until the data is
  * written back: on the H200 (BERT, 50% budget) single calls took up to
  * 215 ms and the engine spent 64% of its time there, so the faults of
  * those moments reached the core 200 ms late (p50).  The engine hands each
  * gathered batch over and goes on; the issuer makes the calls in order on
  * the engine's stream, so evictions still go before the prefetches that use
  * their room.  At most ISSUE_JOBS batches wait (the engine waits beyond),
- * so commands are at most that far behind the core's plan.
+ * so commands are at most that far behind the core's plan.  On the H200
+ * (2026-11-30, same calls): GPT-2, BERT and ResNet-50 at 50% and 75% budgets
+ * ran 10-47% faster with it in five cells of six, 7% slower in one.
  */
 static struct {
 	pthread_mutex_t lock;

@@ -351,6 +351,7 @@ static bool read_config(void)
 	deepum.faults = faults;
 	deepum.exec_max = DEEPUM_CFG_EXEC_MAX_DEFAULT;
 	deepum.write_every = 8;
+	deepum.issuer = 1;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
 	       env_number("DEEPUM_WRITE_EVERY", 1, DEEPUM_RING_DEPTH / 2, &deepum.write_every) &&
 	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
