@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testlib import BLOCK, blk, rec
+from testlib import BLOCK, DATA, blk, rec
 from pydeepum._lowlevel import lib
 from pydeepum.config import make_config
 from pydeepum.core import CMD_DEMAND, DISCARD, EVICT, PREFETCH, Core
 from pydeepum.errors import ConfigError, RecordError
-from pydeepum.trace import ALLOC, EXEC_NONE, FAULT, FREE, ITER_FLUSHED, ITERATION, LAUNCH
+from pydeepum.trace import ALLOC, EXEC_NONE, FAULT, FREE, ITER_FLUSHED, ITERATION, LAUNCH, Trace
 
 BOUNDARY = 0xFFFFFFFE  # DUM_EXEC_BOUNDARY: the flush that ended an iteration
 
@@ -198,8 +198,13 @@ def test_the_predecessor_tells_apart_a_kernel_that_runs_in_two_places():
     assert core.stats().window_resets == 0
 
 
+# The window by the exec-ID table alone (as before positions, and whenever the
+# launches stray from the last iteration's order): skips, waits, resets.
+TABLE_ONLY = lib.DEEPUM_CFG_F_NO_POSITIONAL
+
+
 def test_a_launch_further_on_in_the_window_skips_to_it():
-    core = Core(make_config(lookahead_kernels=2))
+    core = Core(make_config(lookahead_kernels=2, flags=TABLE_ONLY))
     _learn_chain(core, [[10], [11], [12], [13], [14]])
     assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2)]
     assert feed(core, launch(2)) == [("P", 13, 3), ("P", 14, 4)]  # kernel 1 did not run
@@ -208,7 +213,7 @@ def test_a_launch_further_on_in_the_window_skips_to_it():
 
 
 def test_an_extra_kernel_keeps_the_window():
-    core = Core(make_config(lookahead_kernels=2))
+    core = Core(make_config(lookahead_kernels=2, flags=TABLE_ONLY))
     _learn_chain(core, [[10], [11], [12], [13]])
     assert feed(core, launch(0)) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2)]
     assert feed(core, launch(3)) == [("P", 13, 3)]  # known, but not expected here
@@ -218,13 +223,72 @@ def test_an_extra_kernel_keeps_the_window():
 
 
 def test_the_window_resets_after_unexpected_launches_in_a_row():
-    core = Core(make_config(lookahead_kernels=1))
+    core = Core(make_config(lookahead_kernels=1, flags=TABLE_ONLY))
     _learn_chain(core, [[10 + e] for e in range(8)])
     feed(core, launch(0))  # the window expects kernel 1
     feed(core, *(launch(e) for e in (7, 6, 5, 4)))
     assert (core.stats().window_waits, core.stats().window_resets) == (4, 0)
     feed(core, launch(3))
     assert (core.stats().window_waits, core.stats().window_resets) == (4, 1)
+
+
+def mark(i: int):
+    """An iteration mark with memory kept (training)."""
+    return rec(ITERATION, aux=i)
+
+
+def _window_surprises(flags: int, order: list[int], iterations: int = 6) -> list[int]:
+    """Launches in @order each iteration, one block each; per iteration from
+    the third: the window's waits + resets + skips."""
+    core = Core(make_config(lookahead_kernels=4, flags=flags))
+    out = []
+    for it in range(iterations):
+        feed(core, mark(it))
+        before = core.stats()
+        for e in order:
+            feed(core, launch(e), fault(100 + e, e))
+        after = core.stats()
+        if it >= 2:
+            out.append(sum(getattr(after, k) - getattr(before, k)
+                           for k in ("window_waits", "window_resets", "window_skips")))
+    return out
+
+
+def test_by_position_a_repeated_kernel_pair_no_longer_misleads_the_window():
+    # 0 1 2 is followed by 3 in one place and 4 in the other: the exec-ID
+    # table (one kernel of context) cannot tell them apart; the position can.
+    order = [0, 1, 2, 3, 5, 0, 1, 2, 4, 6]
+    assert all(n > 0 for n in _window_surprises(TABLE_ONLY, order))
+    assert _window_surprises(0, order) == [0, 0, 0, 0]
+
+
+def test_by_position_a_kernel_in_another_kernels_place_keeps_the_window():
+    core = Core(make_config(lookahead_kernels=8))
+    for it in range(3):
+        feed(core, mark(it), *(r for e in range(6) for r in (launch(e), fault(10 + e, e))))
+    feed(core, mark(3), launch(0))
+    # Kernel 4, known, where 1 ran last time: it takes 1's place, and
+    # kernels 2, 3, ... still come where the window has them.
+    feed(core, launch(4), launch(2), launch(3))
+    stats = core.stats()
+    assert (stats.window_waits, stats.window_resets, stats.window_skips) == (0, 0, 0)
+
+
+def test_by_position_the_window_crosses_into_the_next_iteration_unless_it_was_flushed():
+    def next_iterations_prefetches(end) -> list[tuple[str, int, int]]:
+        # Four kernels of one block each, room for three blocks besides the
+        # watermark's one, a window of two kernels.
+        core = Core(make_config(lookahead_kernels=2, capacity_bytes=4 * BLOCK, watermark_blocks=1))
+        for it in range(3):
+            feed(core, end(it), *(r for e in range(4) for r in (launch(e), fault(10 + e, e))))
+        feed(core, end(3), launch(0), launch(1))
+        # The iteration's last two kernels: what they prefetch for kernels 0 and 1
+        return [c for c in feed(core, launch(2), launch(3)) if c[0] == "P" and c[2] in (0, 1)]
+
+    # Memory kept: the next iteration's first kernels are predicted at the last ones.
+    assert next_iterations_prefetches(mark) == [("P", 10, 0), ("P", 11, 1)]
+    # Flushed: everything goes to the host at the mark; nothing predicted crosses it.
+    assert next_iterations_prefetches(flush) == []
 
 
 # ---- residency: pre-eviction and the fault path ------------------------------------
@@ -244,6 +308,23 @@ def test_the_window_is_at_most_half_the_capacity():
     # The running kernel's four fill memory but do not count; kernel 1 may
     # have two blocks in the window, and there is no room for them anyway.
     assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 0), ("P", 3, 0)]
+
+
+def test_a_block_is_never_evicted_and_prefetched_by_the_same_record():
+    """BERT's H200 trace, memory kept across iterations, half its footprint:
+    a victim that a later walk of the same record predicts is taken back
+    (the block stays) instead of going out and straight back in."""
+    trace = Trace.read(DATA / "libdeepum/h200-bert-base-bs16x128-accessset-6it.dut.gz").without_flushes()
+    core = Core(make_config(capacity_bytes=952 * BLOCK, watermark_blocks=29))
+    evicted = round_trips = 0
+    for i, r in enumerate(trace.records):
+        if r["type"] == FAULT and core.is_resident(int(r["addr"])):
+            continue  # a hit: the GPU does not fault, the core hears nothing
+        cmds = core.process(r, i)
+        gone = {int(c["addr"]) for c in cmds if c["op"] != PREFETCH}
+        evicted += len(gone)
+        round_trips += sum(1 for c in cmds if c["op"] == PREFETCH and int(c["addr"]) in gone)
+    assert evicted > 5000 and round_trips == 0, (evicted, round_trips)  # the core before: 267
 
 
 HORIZON = lib.DEEPUM_CFG_F_HORIZON

@@ -240,13 +240,15 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
     """deepum-user's engine thread makes the driver calls, which return when
     their copies are done, and hears nothing meanwhile; deepum-issuer's
     (DEEPUM_ISSUER=1) hears every miss as it happens.  GPT-2 at the 50%
-    budget: the blocked engine walks on from its misses late and misses more."""
+    budget: the blocked engine walks on from its misses late and misses more
+    (13% more since the core predicts kernels by position; 30% before, when a
+    window reset threw more of the prediction away)."""
     trace, compute = gpt2_kept
     cap = 5102370816
     report = simulate(trace, [cap], ["deepum-user", "deepum-issuer"], make_config(), cost_model(calibration.load()),
                       compute)
     faults = {p: sum(it.faults for it in report.steady(p, cap)) for p in ("deepum-user", "deepum-issuer")}
-    assert faults["deepum-user"] > 1.3 * faults["deepum-issuer"], faults
+    assert faults["deepum-user"] > 1.1 * faults["deepum-issuer"], faults
 
 
 def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():

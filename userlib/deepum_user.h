@@ -106,6 +106,7 @@ struct deepum_state {
 	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: 0, or victims by the last iteration's uses */
 	u32 observe_us;			/* DEEPUM_OBSERVE_US: 0, or how often a thread times positions */
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
+	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
 	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */

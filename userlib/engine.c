@@ -1005,7 +1005,8 @@ static bool core_create(char *why, size_t size)
 		 * memory full, nothing predicted. */
 		.flags = deepum.mode == MODE_DEMAND ? DEEPUM_CFG_F_NO_PREFETCH | DEEPUM_CFG_F_NO_PREEVICT :
 			 (deepum.horizon_kernels ? DEEPUM_CFG_F_HORIZON : 0) |
-			 (deepum.history_scan ? DEEPUM_CFG_F_HISTORY : 0),
+			 (deepum.history_scan ? DEEPUM_CFG_F_HISTORY : 0) |
+			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL),
 	};
 	int err;
 

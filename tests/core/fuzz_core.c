@@ -81,6 +81,21 @@ static int check_cmds(const struct deepum_core *core, const struct deepum_cmd *c
 			return -1;
 		}
 	}
+	/* An eviction a later prediction of the same record wants back is taken
+	 * back, never sent out with a prefetch of the block behind it. */
+	for (i = 0; i < n; i++) {
+		__u32 j;
+
+		if (cmds[i].op == DEEPUM_CMD_PREFETCH)
+			continue;
+		for (j = i + 1; j < n; j++) {
+			if (cmds[j].op == DEEPUM_CMD_PREFETCH && cmds[j].addr == cmds[i].addr) {
+				fprintf(stderr, "fuzz_core: 0x%llx evicted and prefetched by one record\n",
+					(unsigned long long)cmds[i].addr);
+				return -1;
+			}
+		}
+	}
 	deepum_core_get_stats(core, &st);
 	if (cfg->capacity_blocks && st.resident_blocks > cfg->capacity_blocks) {
 		fprintf(stderr, "fuzz_core: %llu blocks resident, capacity %llu\n",
@@ -181,6 +196,7 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_HORIZON },	/* tight, with a horizon */
 		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3, DEEPUM_CFG_F_HORIZON },
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_HISTORY },	/* tight, the last iteration's uses */
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_NO_POSITIONAL },	/* tight, the exec-ID table only */
 	};
 	unsigned long long per = n / (sizeof(shapes) / sizeof(shapes[0]));
 	unsigned long long sum1, sum2;

@@ -30,6 +30,8 @@
  *        own) mapped from an attached file: DEEPUM_FEATURE_LAUNCH_PAGE, with
  *        iteration marks in its rings (DEEPUM_EXEC_ITERATION);
  *        DEEPUM_CFG_F_HISTORY (victims by next use as the last iteration had it).
+ *   1.3  the core predicts kernels by their position in the iteration when
+ *        iterations repeat; DEEPUM_CFG_F_NO_POSITIONAL turns that off.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -38,7 +40,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 2
+#define DEEPUM_API_MINOR 3
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -156,7 +158,8 @@ struct deepum_config {
 #define DEEPUM_CFG_F_NO_PREEVICT	(1U << 1)	/* prefetch, but leave eviction to the fault path */
 #define DEEPUM_CFG_F_HORIZON		(1U << 2)	/* victims by predicted next use (see docs/CORE.md) */
 #define DEEPUM_CFG_F_HISTORY		(1U << 3)	/* victims by next use as the last iteration had it; not with HORIZON */
-#define DEEPUM_CFG_F_ALL		((1U << 4) - 1)
+#define DEEPUM_CFG_F_NO_POSITIONAL	(1U << 4)	/* predict kernels by the exec-ID table only, not by position */
+#define DEEPUM_CFG_F_ALL		((1U << 5) - 1)
 
 #define DEEPUM_CFG_BLOCK_SHIFT_MIN		16
 #define DEEPUM_CFG_BLOCK_SHIFT_MAX		30
