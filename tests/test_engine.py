@@ -177,10 +177,29 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
                                        check=True).stdout)
     assert demand["fault_blocks_compared"] > 0 and demand["fault_owner_shift_launches"]["p90"] == 0
     assert got["stream_iterations"] == ITERATIONS and got["stream_share_of_iteration"]["p50"] > 0
+    # the log replayed through the same core at the run's settings decides what the run did
+    replayed = json.loads(subprocess.run(
+        [sys.executable, str(ROOT / "scripts/engine_log_report"), str(log), "--from-iteration", "0", "--json",
+         "--core", str(BUDGET_BLOCKS * BLOCK), "--watermark", str(KERNEL_BLOCKS)],
+        capture_output=True, text=True, check=True).stdout)["core"]
+    assert (replayed["prefetched_blocks"], replayed["evicted_blocks"]) == (got["prefetched_blocks"],
+                                                                           got["evicted_blocks"])
+    assert len(replayed["iterations"]) == ITERATIONS and replayed["prefetched_blocks"] > 0
     log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
     bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
                          text=True)
     assert bad.returncode == 1 and "no t=<ns>" in bad.stderr
+
+
+def test_the_engine_log_report_counts_round_trips_of_evicted_blocks():
+    report = load_script("engine_log_report")
+    lines = ["iteration 0 t=0", "prefetch exec=1 0x200000 blocks=2 t=1", "evict 0x200000 blocks=1 t=2",
+             "prefetch exec=2 0x200000 blocks=1 t=3",            # back with no launch between
+             "evict 0x400000 blocks=1 t=4"] + [f"launch slot=0 exec={e} at=5 t=5" for e in range(40)] + [
+             "prefetch exec=3 0x400000 blocks=1 t=6"]            # back 40 launches later
+    got = report.analyse(lines, 0)
+    assert (got["round_trips_no_launch"], got["round_trips_within_32"]) == (1, 1)
+    assert got["blocks_prefetched_again_in_iteration"] == 2 and got["prefetched_blocks"] == 4
 
 
 def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does():
