@@ -27,6 +27,20 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def parse_field_settings(pairs) -> dict[str, int]:
+    """{field: value} from 'FIELD=VALUE' strings (--set), values in any base int() reads."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set wants FIELD=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = int(value, 0)
+        except ValueError:
+            raise ConfigError(f"--set {key}: {value!r} is not an integer") from None
+    return out
+
+
 def _range(field: str) -> tuple[int, int] | None:
     prefix = f"DEEPUM_CFG_{field.upper()}"
     if not hasattr(lib, f"{prefix}_MIN"):

@@ -5,23 +5,10 @@ from __future__ import annotations
 import click
 
 from .. import calibration
-from ..config import ConfigError, make_config, parse_size
+from ..config import ConfigError, make_config, parse_field_settings, parse_size
 from ..replay import FEEDBACK, ReplayReport, replay
 from ..trace import Trace
 from ._common import emit_json, fail_on_input_errors, gib, progress
-
-
-def _parse_sets(pairs: tuple[str, ...]) -> dict[str, int]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--set wants FIELD=VALUE, got {pair!r}")
-        try:
-            out[key.strip()] = int(value, 0)
-        except ValueError:
-            raise ConfigError(f"--set {key}: {value!r} is not an integer") from None
-    return out
 
 
 @click.command("replay")
@@ -46,7 +33,7 @@ def replay_cmd(trace_path, capacity, feedback, link_gbps, cal_path, steady_from,
         link_gbps = calibration.prefetch_gbps(calibration.load(cal_path))
     if link_gbps < 0:
         raise ConfigError("--link-gbps must not be negative")
-    cfg = make_config(parse_size(capacity), **_parse_sets(sets))
+    cfg = make_config(parse_size(capacity), **parse_field_settings(sets))
     trace = Trace.read(trace_path)
     with progress(len(trace.records), "replay") as bar:
         report = replay(trace, cfg, feedback=feedback, link_gbps=link_gbps,
