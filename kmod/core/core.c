@@ -7,12 +7,14 @@
  * the same execution, and the first fault of an execution a start block.
  * Every LAUNCH records the exec-ID succession.
  *
- * Prediction.  The core keeps a window of kernels it expects to run next,
- * chained through the exec-ID table from the running one.  Each window kernel
- * is walked breadth-first through its block table from its start blocks, to
- * where the table ends (DeepUM's end pointer: see docs/CORE.md).  Predicted blocks that
- * are not resident become PREFETCH commands, in the order the kernels are
- * expected.  A LAUNCH that matches the head of the window slides it.  One
+ * Prediction.  The core keeps a window of kernels it expects to run next:
+ * those the last iteration ran at the positions ahead, when iterations are
+ * marked and the launches follow the last one's order (a known kernel in
+ * another's place takes it), else chained through the exec-ID table from
+ * the running one.  Each window kernel is walked breadth-first through its
+ * block table from its start blocks, to where the table ends (DeepUM's end
+ * pointer: see docs/CORE.md).  Predicted blocks that are not resident become
+ * PREFETCH commands, in the order the kernels are expected.  A LAUNCH that matches the head of the window slides it.  One
  * that matches a kernel a little further on skips to it; one that is not in
  * the window at all counts as an extra kernel and the window waits for it,
  * up to RESYNC_EXTRA in a row, after which the window is reset.  Resetting
@@ -375,7 +377,8 @@ static void finish_output(struct deepum_core *core)
 		if (cmd->op != DEEPUM_CMD_PREFETCH) {
 			u32 slot = dum_residency_find(&core->res, cmd->addr >> core->cfg.block_shift);
 
-			dum_block_at(&core->res, slot)->flags &= ~DUM_BLOCK_EVICTING;
+			if (slot != DUM_NIL)
+				dum_block_at(&core->res, slot)->flags &= ~DUM_BLOCK_EVICTING;
 		}
 		core->out[n++] = *cmd;
 	}
@@ -943,9 +946,8 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 {
 	u32 exec = exec_slot(core, exec_id);
 	struct dum_window_slot *head;
-	bool positional = false;
+	bool positional = false, matched, replaced;
 	u64 added = 0;
-	bool matched;
 	u32 skip;
 
 	core->stats.launches++;
@@ -963,7 +965,9 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 	core->prev_exec = exec;
 	core->launch_clock++;
 	if (core->iter_pos < ITER_SEQ_MAX) {
-		positional = positional_exec(core, 1) != DUM_NIL;
+		u32 expected = positional_exec(core, 1);
+
+		positional = expected != DUM_NIL && expected != DUM_EXEC_BOUNDARY;
 		core->pos_misses = core->iter_seq[core->iter_pos] == exec ? 0 : core->pos_misses + 1;
 		core->iter_seq[core->iter_pos] = exec;
 	}
@@ -990,7 +994,8 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		return;
 	}
 	matched = head && head->exec == exec && head->seq == core->launch_clock;
-	if (head && !matched && positional && head->seq == core->launch_clock) {
+	replaced = head && !matched && positional && head->seq == core->launch_clock;
+	if (replaced) {
 		/*
 		 * The last iteration ran another kernel at this position: this
 		 * one takes its place, and the kernels after it still come
@@ -998,10 +1003,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		 * or resetting would shift or drop a window that is right.
 		 */
 		window_pop(core);
-		matched = true;
-		head = NULL;
-	}
-	if (head && !matched) {
+	} else if (head && !matched) {
 		skip = window_find(core, exec);
 		if (skip) {
 			/* The kernels before it did not run: their protection ends. */
@@ -1025,9 +1027,9 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		}
 	}
 	core->off_track = 0;
-	core->in_sync = matched || !head;
-	if (matched && !head) {
-		core->cur_walk_gen = 0;	/* in another's place: walked below */
+	core->in_sync = matched || replaced || !head;
+	if (replaced) {
+		core->cur_walk_gen = 0;	/* walked below, from its own start blocks */
 	} else if (matched) {
 		/* As predicted: its blocks stay protected for this tick. */
 		core->cur_walk_gen = head->complete && !head->horizon ? head->walk_gen : 0;
