@@ -96,6 +96,13 @@ class FakeGPU:
             return 1 * US
         return self.nbytes / (BULK_H2D if to == "gpu" else EVICT)
 
+    def prefetch_threads_s(self, to, threads):
+        self._enter("prefetch_threads_s")
+        moved = self.where != to
+        self.where = to
+        # the fake's write-backs scale with threads up to 4, its prefetches not at all
+        return self.nbytes / (BULK_H2D if to == "gpu" else EVICT * min(threads, 4)) if moved else 1 * US
+
     def prefetch_calls(self, to, range_bytes):
         self._enter("prefetch_calls")
         n = self.nbytes // range_bytes
@@ -171,6 +178,9 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
     assert new["link_d2h_pinned_GBps"] == approx(40.0)
     assert new["prefetch_bulk_h2d_GBps"] == approx(45.0)
     assert new["evict_to_host_bulk_GBps"] == approx(15.0)
+    assert new["evict_to_host_by_threads_GBps"] == {"1": approx(15.0), "2": approx(30.0), "4": approx(60.0),
+                                                    "8": approx(60.0)}
+    assert list(new["prefetch_by_threads_GBps"].values()) == [approx(45.0)] * 4
     assert new["prefetch_call_per_2MiB_cpu_us"] == approx(100.0)
     assert new["prefetch_per_2MiB_calls_GBps"] == approx(18.0)
     assert new["evict_to_host_per_2MiB_GBps"] == approx(10.0)
