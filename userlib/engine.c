@@ -191,7 +191,7 @@ static struct {
 	struct { u64 blk; u32 exec_id; } recent[RECENT_FAULTS];	/* what feed_fault() fed lately */
 	struct dum_residency observed;	/* the GPU as the migration events show it */
 	struct batch host, gpu;
-	bool batch_api;			/* cuMemPrefetchBatchAsync works */
+	atomic_bool batch_api;		/* cuMemPrefetchBatchAsync works (writers may find it does not) */
 	struct { u64 base, end; } dropping;	/* a range being released: commands on it go */
 	u32 positions_read[DEEPUM_PAGE_STREAMS];	/* per stream, observer entries taken */
 	u64 last_look_ns;		/* when take_launches() last read the positions */
