@@ -407,7 +407,7 @@ def import_um_counters(path: str | Path, block_shift: int = 21,
     return Trace(records=b.records(), block_shift=block_shift, meta=meta)
 
 
-_ENGINE_LOG_KINDS = ("iteration", "launch", "fault", "prefetch", "evict")
+_ENGINE_LOG_KINDS = ("config", "iteration", "launch", "fault", "prefetch", "evict")
 
 
 def _engine_log_line(words: list[str], where: str) -> tuple[str, int, dict[str, str], list[str]]:
@@ -424,10 +424,13 @@ def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progres
     b = _Builder()
     iterations = 0
     last_ts = None
+    config: dict[str, int] = {}
     for where, line in _record_lines(path, progress):
         kind, ts, keys, rest = _engine_log_line(line.split(), where)
         last_ts = ts
-        if kind == "iteration":
+        if kind == "config":
+            config = {k: _int(v, 10, where) for k, v in keys.items()}
+        elif kind == "iteration":
             b.add(ITERATION, ts, aux=_int(rest[0] if rest else "", 10, where))
             iterations += 1
         elif kind == "launch":
@@ -440,6 +443,8 @@ def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progres
     b.add(ITERATION, last_ts + 1, aux=iterations, flags=ITER_END)  # after the last record
     meta = {"source": {"format": "deepum-engine-log", "file": path.name, "sha256": _sha256(path)},
             "note": "the fault stream the user-mode engine fed its core (faults only: no access to resident blocks)"}
+    if config:
+        meta["core_config"] = config  # the engine's core (struct deepum_config), from the log's first line
     return Trace(records=b.records(), block_shift=block_shift, meta=meta)
 
 

@@ -177,14 +177,20 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
                                        check=True).stdout)
     assert demand["fault_blocks_compared"] > 0 and demand["fault_owner_shift_launches"]["p90"] == 0
     assert got["stream_iterations"] == ITERATIONS and got["stream_share_of_iteration"]["p50"] > 0
-    # the log replayed through the same core at the run's settings decides what the run did
+    # the log replayed through the same core, configured as its first line says, decides what the run did
     replayed = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "scripts/engine_log_report"), str(log), "--from-iteration", "0", "--json",
-         "--core", str(BUDGET_BLOCKS * BLOCK), "--watermark", str(KERNEL_BLOCKS)],
-        capture_output=True, text=True, check=True).stdout)["core"]
+         "--core"], capture_output=True, text=True, check=True).stdout)["core"]
+    assert replayed["config"]["capacity_blocks"] == BUDGET_BLOCKS
+    assert replayed["config"]["watermark_blocks"] == KERNEL_BLOCKS
     assert (replayed["prefetched_blocks"], replayed["evicted_blocks"]) == (got["prefetched_blocks"],
                                                                            got["evicted_blocks"])
     assert len(replayed["iterations"]) == ITERATIONS and replayed["prefetched_blocks"] > 0
+    # a field set over the run's changes the decisions (no pre-eviction: evictions only on faults)
+    changed = json.loads(subprocess.run(
+        [sys.executable, str(ROOT / "scripts/engine_log_report"), str(log), "--from-iteration", "0", "--json",
+         "--core", "--set", "flags=2"], capture_output=True, text=True, check=True).stdout)["core"]
+    assert changed["changed"] == {"flags": 2} and changed["evicted_blocks"] != replayed["evicted_blocks"]
     log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
     bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
                          text=True)

@@ -283,6 +283,21 @@ static void log_line(const char *fmt, ...)
 	fprintf(engine.log, " t=%llu\n", (unsigned long long)engine_clock_ns());
 }
 
+/* The log's first line: the core's configuration, so that replaying the log
+ * through a core (scripts/engine_log_report --core) can take the run's. */
+static void log_config(void)
+{
+	struct deepum_config c;
+
+	deepum_core_get_config(engine.core, &c);
+	log_line("config block_shift=%u corr_sets=%u corr_ways=%u corr_levels=%u corr_succs=%u exec_max=%u "
+		 "exec_succs=%u exec_starts=%u block_max=%u lookahead_kernels=%u lookahead_blocks=%u walk_max=%u "
+		 "evict_scan=%u watermark_blocks=%u flags=%u capacity_blocks=%llu", c.block_shift, c.corr_sets,
+		 c.corr_ways, c.corr_levels, c.corr_succs, c.exec_max, c.exec_succs, c.exec_starts, c.block_max,
+		 c.lookahead_kernels, c.lookahead_blocks, c.walk_max, c.evict_scan, c.watermark_blocks, c.flags,
+		 (unsigned long long)c.capacity_blocks);
+}
+
 /* ---- applying commands --------------------------------------------------- */
 
 /* The driver calls for @n ranges to the GPU or the host, on @stream. */
@@ -1277,6 +1292,7 @@ void engine_start(struct deepum_launch_page *page)
 		 faults_start(engine.device, why, sizeof(why))) {
 		if (deepum.engine_log_path[0])
 			engine.log = fopen(deepum.engine_log_path, "we");
+		log_config();
 		if (thread_start(why, sizeof(why))) {
 			engine.started = true;
 			push_early_marks();
