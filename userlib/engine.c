@@ -443,40 +443,68 @@ static void writers_stop(void)
 	atomic_store(&writers.started, 0);
 }
 
+/* The pieces of the batch being written back in parts: its ranges, each cut
+ * at most once per part boundary.  Only the issuing thread fills it, while
+ * no writer reads it. */
+static struct {
+	CUdeviceptr ptr[BATCH_ROOM + EVICT_THREADS_MAX];
+	size_t size[BATCH_ROOM + EVICT_THREADS_MAX];
+} pieces;
+
 /*
- * An eviction batch in parts of about equal bytes: the first on the engine's
+ * An eviction batch in parts of about equal bytes, cut at whole blocks of a
+ * range (a batch is often a few long ranges): the first part on the engine's
  * stream from this thread, the others by the writers; returns when all are
  * written back.
  */
 static void write_back_in_parts(struct batch *b)
 {
-	u32 parts = writers.count + 1 < b->n ? writers.count + 1 : b->n;
-	u32 bounds[EVICT_THREADS_MAX + 1] = { 0 };
-	u64 total = 0, so_far = 0;
-	u32 p = 1;
+	const u64 block = 1ULL << BLOCK_SHIFT;
+	u32 parts = writers.count + 1, n = 0, p = 0;
+	u32 starts[EVICT_THREADS_MAX + 1] = { 0 };
+	u64 total = 0, share, filled = 0;
 
 	for (u32 i = 0; i < b->n; i++)
 		total += b->size[i];
-	/* Part p begins after the range that brings the bytes to p / parts of
-	 * the total, or where each later part has one range left. */
-	for (u32 i = 0; i < b->n && p < parts; i++) {
-		so_far += b->size[i];
-		if (so_far * parts >= total * p || b->n - (i + 1) == parts - p)
-			bounds[p++] = i + 1;
+	share = (total / parts + block - 1) / block * block;
+	for (u32 i = 0; i < b->n; i++) {
+		CUdeviceptr at = b->ptr[i];
+		u64 left = b->size[i];
+
+		while (left) {
+			u64 take = left;
+
+			if (p + 1 < parts && filled + take > share)
+				take = (share > filled ? share - filled : 0) / block * block;
+			if (take) {
+				pieces.ptr[n] = at;
+				pieces.size[n++] = take;
+				at += take;
+				left -= take;
+				filled += take;
+			}
+			if (p + 1 < parts && (left || filled >= share)) {
+				starts[++p] = n;	/* this part is full */
+				filled = 0;
+			}
+		}
 	}
-	bounds[parts] = b->n;
+	while (p + 1 < parts)
+		starts[++p] = n;	/* parts left with nothing */
+	starts[parts] = n;
+
 	pthread_mutex_lock(&writers.lock);
-	for (p = 1; p <= writers.count; p++) {
-		writers.part[p].ptr = &b->ptr[p < parts ? bounds[p] : 0];
-		writers.part[p].size = &b->size[p < parts ? bounds[p] : 0];
-		writers.part[p].n = p < parts ? bounds[p + 1] - bounds[p] : 0;
+	for (p = 1; p < parts; p++) {
+		writers.part[p].ptr = &pieces.ptr[starts[p]];
+		writers.part[p].size = &pieces.size[starts[p]];
+		writers.part[p].n = starts[p + 1] - starts[p];
 	}
 	writers.busy = writers.count;
 	writers.round++;
 	pthread_cond_broadcast(&writers.changed);
 	pthread_mutex_unlock(&writers.lock);
 
-	issue_ranges(b->ptr, b->size, bounds[1], false, engine.stream);
+	issue_ranges(pieces.ptr, pieces.size, starts[1], false, engine.stream);
 
 	pthread_mutex_lock(&writers.lock);
 	while (writers.busy && !writers.stop)
@@ -487,7 +515,7 @@ static void write_back_in_parts(struct batch *b)
 /* The driver calls for @b's ranges; empties @b. */
 static void issue_calls(struct batch *b)
 {
-	if (!b->to_gpu && writers.count && b->n > 1)
+	if (!b->to_gpu && writers.count)
 		write_back_in_parts(b);
 	else
 		issue_ranges(b->ptr, b->size, b->n, b->to_gpu, engine.stream);
