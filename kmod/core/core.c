@@ -887,13 +887,22 @@ static void window_extend(struct deepum_core *core)
 		if (core->win_count == core->cfg.lookahead_kernels || (!last && core->cur_exec == DUM_NIL) ||
 		    (!room && !horizon))
 			return;
+		seq = (last ? last->seq : core->launch_clock) + 1;
+		/*
+		 * A block keeps two marks, its next and its latest predicted use.
+		 * Past one iteration every block is predicted again, so once its
+		 * next use has passed, its latest would be an iteration or more
+		 * away however soon it comes back (GPT-2's horizon over 3.7
+		 * iterations moved 2x the data of one within an iteration).
+		 */
+		if (!room && core->iter_len && seq - core->launch_clock > core->iter_len)
+			return;
 		if (!last)
 			context = core->prev_context;
 		else if (core->win_count > 1)
 			context = window_slot(core, core->win_count - 2)->exec;
 		else
 			context = core->cur_exec;
-		seq = (last ? last->seq : core->launch_clock) + 1;
 		next = positional_exec(core, seq - core->launch_clock);
 		if (next == DUM_NIL)
 			next = dum_exec_predict(c, last ? last->exec : core->cur_exec, context);
