@@ -8,6 +8,7 @@ import pytest
 
 from testlib import BLOCK, DATA, blk, load_script, rec
 from pydeepum import calibration
+from pydeepum._lowlevel import lib
 from pydeepum.config import make_config
 from pydeepum.errors import DeepumInputError
 from pydeepum.simulate import compute_from_profile, compute_from_trace, cost_model, simulate
@@ -234,6 +235,22 @@ def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
                       compute_from_trace(t))
     assert sum(it.evictions for it in report.steady("deepum-user", cap)) > 0
     assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
+
+
+def test_a_horizon_past_an_iteration_does_not_move_more_than_no_horizon(gpt2_kept):
+    """GPT-2 with memory kept at 4.75 GiB, a horizon of 4,096 kernels (3.7
+    iterations): a block keeps two marks, its next and its latest predicted
+    use, so a horizon that followed the positions several iterations ahead
+    made every block look unneeded once its next use passed (11.3 GiB per
+    iteration against 8.7 without a horizon).  It stops one iteration ahead."""
+    trace, compute = gpt2_kept
+    cap = 5102370816
+    moved = {}
+    for flags in (0, lib.DEEPUM_CFG_F_HORIZON):
+        report = simulate(trace, [cap], ["deepum"], make_config(lookahead_kernels=4096, evict_scan=4096, flags=flags),
+                          cost_model(calibration.load()), compute)
+        moved[flags] = sum(it.h2d_bytes for it in report.steady("deepum", cap))
+    assert moved[lib.DEEPUM_CFG_F_HORIZON] < 0.8 * moved[0], moved
 
 
 def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
