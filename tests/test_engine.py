@@ -181,6 +181,7 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     replayed = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "scripts/engine_log_report"), str(log), "--from-iteration", "0", "--json",
          "--core"], capture_output=True, text=True, check=True).stdout)["core"]
+    assert replayed["config"] == r.stats["engine"]["config"]  # the log's first line, the statistics' copy
     assert replayed["config"]["capacity_blocks"] == BUDGET_BLOCKS
     assert replayed["config"]["watermark_blocks"] == KERNEL_BLOCKS
     assert (replayed["prefetched_blocks"], replayed["evicted_blocks"]) == (got["prefetched_blocks"],
@@ -399,6 +400,18 @@ def test_write_backs_can_be_split_across_threads_and_still_precede_the_prefetche
     assert all(a % BLOCK == 0 and n % BLOCK == 0 for a, n in pieces)  # at whole blocks
     # the fake GPU never held more than the budget: no prefetch overtook the write-backs it needed
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS and c["budget_violation_rounds"] == 0
+
+
+def test_the_engine_settings_reach_its_core(tmp_path):
+    from pydeepum._lowlevel import lib
+
+    r, _ = layers(tmp_path, env={"DEEPUM_POSITIONAL": "0", "DEEPUM_LOOKAHEAD_BLOCKS": "7",
+                                 "DEEPUM_HISTORY_SCAN": "100"})
+    config = r.stats["engine"]["config"]
+    assert config["flags"] == lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY
+    assert (config["lookahead_blocks"], config["evict_scan"]) == (7, 100)
+    (tmp_path / "defaults").mkdir()
+    assert layers(tmp_path / "defaults")[0].stats["engine"]["config"]["flags"] == 0
 
 
 def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):

@@ -283,19 +283,36 @@ static void log_line(const char *fmt, ...)
 	fprintf(engine.log, " t=%llu\n", (unsigned long long)engine_clock_ns());
 }
 
+/* struct deepum_config's fields, for the log's first line and the statistics. */
+#define CONFIG_FIELDS(X)                                                                       \
+	X(block_shift) X(corr_sets) X(corr_ways) X(corr_levels) X(corr_succs) X(exec_max)      \
+	X(exec_succs) X(exec_starts) X(block_max) X(lookahead_kernels) X(lookahead_blocks)     \
+	X(walk_max) X(evict_scan) X(watermark_blocks) X(flags) X(capacity_blocks)
+
+/* The core's configuration as "name<sep>value" pairs joined by @join into @buf. */
+static void format_config(char *buf, size_t size, const char *sep, const char *join)
+{
+	struct deepum_config c;
+	size_t at = 0;
+
+	deepum_core_get_config(engine.core, &c);
+	buf[0] = 0;
+#define FORMAT_FIELD(name)                                                                     \
+	if (at < size)                                                                         \
+		at += (size_t)snprintf(buf + at, size - at, "%s" #name "%s%llu", at ? join : "", sep, \
+				       (unsigned long long)c.name);
+	CONFIG_FIELDS(FORMAT_FIELD)
+#undef FORMAT_FIELD
+}
+
 /* The log's first line: the core's configuration, so that replaying the log
  * through a core (scripts/engine_log_report --core) can take the run's. */
 static void log_config(void)
 {
-	struct deepum_config c;
+	char fields[512];
 
-	deepum_core_get_config(engine.core, &c);
-	log_line("config block_shift=%u corr_sets=%u corr_ways=%u corr_levels=%u corr_succs=%u exec_max=%u "
-		 "exec_succs=%u exec_starts=%u block_max=%u lookahead_kernels=%u lookahead_blocks=%u walk_max=%u "
-		 "evict_scan=%u watermark_blocks=%u flags=%u capacity_blocks=%llu", c.block_shift, c.corr_sets,
-		 c.corr_ways, c.corr_levels, c.corr_succs, c.exec_max, c.exec_succs, c.exec_starts, c.block_max,
-		 c.lookahead_kernels, c.lookahead_blocks, c.walk_max, c.evict_scan, c.watermark_blocks, c.flags,
-		 (unsigned long long)c.capacity_blocks);
+	format_config(fields, sizeof(fields), "=", " ");
+	log_line("config %s", fields);
 }
 
 /* ---- applying commands --------------------------------------------------- */
@@ -1557,9 +1574,11 @@ void engine_write_stats(FILE *f)
 {
 	struct counter_snapshot now;
 	struct deepum_stats core;
+	char config[768];
 
 	if (!engine.core)
 		return;
+	format_config(config, sizeof(config), "\": ", ", \"");
 	snapshot(&now);
 	deepum_core_get_stats(engine.core, &core);
 	fprintf(f, ",\n  \"engine\": {\n    \"fault_source\": \"%s\", \"capacity_bytes\": %llu, \"block_bytes\": %llu,\n"
@@ -1567,7 +1586,8 @@ void engine_write_stats(FILE *f)
 		   "    \"observed_peak_blocks\": %llu, \"model_peak_blocks\": %llu,\n"
 		   "    \"core\": {\"prefetches\": %llu, \"evictions\": %llu, \"demand_evictions\": %llu, "
 		   "\"discards\": %llu, \"faults\": %llu, \"faults_resident\": %llu, \"window_resets\": %llu, "
-		   "\"window_skips\": %llu, \"window_waits\": %llu, \"exec_stand_ins\": %llu, \"resident_blocks\": %llu},\n    \"counters\": {",
+		   "\"window_skips\": %llu, \"window_waits\": %llu, \"exec_stand_ins\": %llu, \"resident_blocks\": %llu},\n"
+		   "    \"config\": {\"%s},\n    \"counters\": {",
 		faults_source_name() ? faults_source_name() : "none", (unsigned long long)deepum.capacity,
 		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", issuer.thread_ran ? "true" : "false",
 		writers.ran + 1,
@@ -1579,7 +1599,7 @@ void engine_write_stats(FILE *f)
 		(unsigned long long)core.faults, (unsigned long long)core.faults_resident,
 		(unsigned long long)core.window_resets, (unsigned long long)core.window_skips,
 		(unsigned long long)core.window_waits, (unsigned long long)core.exec_stand_ins,
-		(unsigned long long)core.resident_blocks);
+		(unsigned long long)core.resident_blocks, config);
 	write_counters(f, NULL, &now);
 	fputs("},\n    \"iterations\": [", f);
 	for (u32 i = 0; i < engine.nmarks; i++) {
