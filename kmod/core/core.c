@@ -337,10 +337,22 @@ static void evict(struct deepum_core *core, u32 slot, u32 flags)
 			core->stats.evictions++;
 	}
 	dum_residency_remove(&core->res, slot);
-	if (core->out_len > at) {
-		b->flags |= DUM_BLOCK_EVICTING;
+	if (core->out_len > at)
 		b->evict_cmd = at;
-	}
+}
+
+/* Was @b evicted by the record in progress?  Its latest eviction's slot
+ * holds it only then: an eviction later in the record would have moved
+ * evict_cmd, and a slot of an earlier record's output holds anything. */
+static bool evicted_in_this_record(const struct deepum_core *core, const struct dum_block *b)
+{
+	const struct deepum_cmd *cmd;
+
+	if (b->evict_cmd >= core->out_len)
+		return false;
+	cmd = &core->out[b->evict_cmd];
+	return (cmd->op == DEEPUM_CMD_EVICT || cmd->op == DEEPUM_CMD_DISCARD) &&
+	       cmd->addr >> core->cfg.block_shift == b->blk;
 }
 
 /*
@@ -361,27 +373,16 @@ static void take_back_eviction(struct deepum_core *core, struct dum_block *b)
 	else
 		core->stats.evictions--;
 	cmd->op = CMD_TAKEN_BACK;
-	b->flags &= ~DUM_BLOCK_EVICTING;
 }
 
-/* Close the record's output: drop taken-back commands, unmark its victims. */
+/* Close the record's output: drop taken-back commands. */
 static void finish_output(struct deepum_core *core)
 {
 	u32 i, n = 0;
 
-	for (i = 0; i < core->out_len; i++) {
-		struct deepum_cmd *cmd = &core->out[i];
-
-		if (cmd->op == CMD_TAKEN_BACK)
-			continue;
-		if (cmd->op != DEEPUM_CMD_PREFETCH) {
-			u32 slot = dum_residency_find(&core->res, cmd->addr >> core->cfg.block_shift);
-
-			if (slot != DUM_NIL)
-				dum_block_at(&core->res, slot)->flags &= ~DUM_BLOCK_EVICTING;
-		}
-		core->out[n++] = *cmd;
-	}
+	for (i = 0; i < core->out_len; i++)
+		if (core->out[i].op != CMD_TAKEN_BACK)
+			core->out[n++] = core->out[i];
 	core->out_len = n;
 }
 
@@ -600,7 +601,7 @@ static enum dum_predict predict_block(struct deepum_core *core, u64 blk, u32 exe
 			core->stats.window_full++;
 			return DUM_PREDICT_STOP;
 		}
-		if (b->flags & DUM_BLOCK_EVICTING) {
+		if (evicted_in_this_record(core, b)) {
 			take_back_eviction(core, b);
 		} else {
 			emit(core, DEEPUM_CMD_PREFETCH, blk, exec_id, 0);

@@ -16,7 +16,6 @@
 #define DUM_BLOCK_RESIDENT	(1U << 0)
 #define DUM_BLOCK_DEAD		(1U << 1)	/* freed: discard, never write back */
 #define DUM_BLOCK_PREV_USES	(1U << 2)	/* prev_first/prev_last hold an earlier iteration's uses */
-#define DUM_BLOCK_EVICTING	(1U << 3)	/* evicted by the record in progress: evict_cmd is its command */
 
 struct dum_block {
 	u64 blk;		/* block number: address >> block_shift */
@@ -27,7 +26,7 @@ struct dum_block {
 	u32 use_iteration;	/* iteration number + 1 of cur_*; 0: never needed */
 	u32 cur_first, cur_last;	/* its first and last use in that iteration */
 	u32 prev_first, prev_last;	/* the same in the iteration it was needed before */
-	u32 evict_cmd;		/* DUM_BLOCK_EVICTING: its command's index in the output */
+	u32 evict_cmd;		/* index of its latest eviction in a record's output */
 	u32 hash_next;
 	u32 lrm_prev;
 	u32 lrm_next;
