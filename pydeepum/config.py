@@ -48,8 +48,12 @@ def _range(field: str) -> tuple[int, int] | None:
     return constant(f"{prefix}_MIN"), constant(f"{prefix}_MAX")
 
 
+def _unset_config() -> Config:
+    return Config(**{f.name: 0 for f in dataclasses.fields(Config)})
+
+
 def default_config() -> Config:
-    return checked(Config(**{f.name: 0 for f in dataclasses.fields(Config)}))
+    return checked(_unset_config())
 
 
 def to_cdata(cfg: Config) -> Any:
@@ -90,9 +94,10 @@ def make_config(capacity_bytes: int = 0, **fields: int) -> Config:
     unknown = set(fields) - {f.name for f in dataclasses.fields(Config)}
     if unknown:
         raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
-    cfg = dataclasses.replace(default_config(), **fields)
+    # From unset fields: a default may depend on others (evict_scan on the victim choice).
+    cfg = dataclasses.replace(_unset_config(), **fields)
     if capacity_bytes:
-        block = 1 << cfg.block_shift
+        block = 1 << checked(cfg).block_shift
         if capacity_bytes < block:
             raise ConfigError(f"capacity {capacity_bytes} B is less than one {block} B block")
         cfg = dataclasses.replace(cfg, capacity_blocks=capacity_bytes // block)

@@ -328,6 +328,7 @@ def test_a_block_is_never_evicted_and_prefetched_by_the_same_record():
 
 
 HORIZON = lib.DEEPUM_CFG_F_HORIZON
+LRM = lib.DEEPUM_CFG_F_LRM_VICTIMS
 
 
 def _horizon_run(flags: int, kernels: list[list[int]]) -> list[tuple[str, int, int]]:
@@ -342,7 +343,7 @@ def test_with_a_horizon_blocks_never_predicted_again_go_first():
     # Kernel 4 uses block 10 again, nothing uses 11 again: least recently
     # migrated evicts 10 and fetches it back; the horizon evicts 11.
     kernels = [[10], [11], [12], [13], [10], [14]]
-    assert _horizon_run(0, kernels) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("E", 10, 0), ("P", 13, 3),
+    assert _horizon_run(LRM, kernels) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("E", 10, 0), ("P", 13, 3),
                                         ("E", 11, 0), ("P", 10, 4), ("E", 12, 0), ("P", 14, 5)]
     assert _horizon_run(HORIZON, kernels) == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("E", 11, 0),
                                               ("P", 13, 3), ("E", 12, 0), ("P", 14, 5)]
@@ -351,7 +352,7 @@ def test_with_a_horizon_blocks_never_predicted_again_go_first():
 def test_with_a_horizon_the_victim_is_the_block_needed_last():
     # 10 comes back for kernel 4, 11 for kernel 5: Belady evicts 11.
     kernels = [[10], [11], [12], [13], [10], [11]]
-    assert ("P", 10, 4) in _horizon_run(0, kernels)  # evicted first, fetched back
+    assert ("P", 10, 4) in _horizon_run(LRM, kernels)  # evicted first, fetched back
     cmds = _horizon_run(HORIZON, kernels)
     assert cmds[3] == ("E", 11, 0) and ("P", 10, 4) not in cmds
     assert [c for c in cmds if c[0] == "P"] == [("P", 10, 0), ("P", 11, 1), ("P", 12, 2), ("P", 13, 3),
@@ -378,7 +379,7 @@ def _cyclic_misses(flags: int) -> list[tuple[int, list]]:
 
 
 def test_with_history_the_victim_is_the_block_the_last_iteration_needed_latest():
-    lrm, history = _cyclic_misses(0), _cyclic_misses(HISTORY)
+    lrm, history = _cyclic_misses(LRM), _cyclic_misses(HISTORY)
     # A cyclic scan larger than memory: least recently migrated evicts exactly
     # the block needed next, and misses every access.
     assert [m for m, _ in lrm] == [6] * 5
@@ -404,13 +405,20 @@ def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
         feed(core, rec(ITERATION, aux=1))
         return feed(core, launch(0), fault(20), fault(21), fault(22))
 
-    assert burst(0) == [("E", 12, 0), ("E", 13, 0), ("E", 14, 0)]
+    assert burst(LRM) == [("E", 12, 0), ("E", 13, 0), ("E", 14, 0)]
     assert burst(HISTORY) == [("E", 17, 0), ("E", 16, 0), ("E", 15, 0)]
 
 
-def test_history_and_horizon_exclude_each_other():
-    with pytest.raises(ConfigError):
-        make_config(flags=HISTORY | HORIZON)
+def test_victims_by_history_are_the_default_and_one_choice_excludes_the_others():
+    cfg = make_config()
+    assert cfg.flags == HISTORY and cfg.evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT
+    assert make_config(flags=HISTORY, evict_scan=100).evict_scan == 100
+    for other in (HORIZON, LRM):
+        cfg = make_config(flags=other)
+        assert cfg.flags == other and cfg.evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_DEFAULT
+    for both in (HISTORY | HORIZON, HISTORY | LRM, HORIZON | LRM):
+        with pytest.raises(ConfigError):
+            make_config(flags=both)
 
 
 def test_victims_are_never_in_the_predicted_window():

@@ -244,16 +244,16 @@ def test_victims_are_never_in_the_predicted_window(tmp_path):
     assert evictions > 0
 
 
-@pytest.mark.parametrize("setting", ["DEEPUM_HORIZON_KERNELS", "DEEPUM_HISTORY_SCAN"])
-def test_another_victim_choice_changes_the_victims_and_keeps_the_budget(tmp_path, setting):
-    """A horizon (DEEPUM_HORIZON_KERNELS) or the last iteration's uses
-    (DEEPUM_HISTORY_SCAN) reach the core: other victims than least recently
-    migrated alone, and the budget and the loop's learning hold."""
+@pytest.mark.parametrize("setting, value", [("DEEPUM_HORIZON_KERNELS", "256"), ("DEEPUM_HISTORY_SCAN", "0")])
+def test_another_victim_choice_changes_the_victims_and_keeps_the_budget(tmp_path, setting, value):
+    """A horizon (DEEPUM_HORIZON_KERNELS) or the oldest victims
+    (DEEPUM_HISTORY_SCAN=0) reach the core: other victims than the last
+    iteration's uses, and the budget and the loop's learning hold."""
     def victims(log: list[str]) -> list[str]:
         return [line.split()[1] for line in log if line.startswith("evict")]
 
     _, plain = layers(tmp_path)
-    r, log = layers(tmp_path, env={setting: "256"})
+    r, log = layers(tmp_path, env={setting: value})
     assert victims(log) != victims(plain)
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
     assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
@@ -411,7 +411,12 @@ def test_the_engine_settings_reach_its_core(tmp_path):
     assert config["flags"] == lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY
     assert (config["lookahead_blocks"], config["evict_scan"]) == (7, 100)
     (tmp_path / "defaults").mkdir()
-    assert layers(tmp_path / "defaults")[0].stats["engine"]["config"]["flags"] == 0
+    config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]
+    assert (config["flags"], config["evict_scan"]) == (lib.DEEPUM_CFG_F_HISTORY,
+                                                       lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT)
+    (tmp_path / "oldest").mkdir()
+    config = layers(tmp_path / "oldest", env={"DEEPUM_HISTORY_SCAN": "0"})[0].stats["engine"]["config"]
+    assert config["flags"] == lib.DEEPUM_CFG_F_LRM_VICTIMS
 
 
 def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):

@@ -25,6 +25,7 @@ COST = {
     "fault_bytes": 64 * 1024, "tree_threshold_pct": 51,
 }
 MS = 1_000_000
+LRM_VICTIMS = lib.DEEPUM_CFG_F_LRM_VICTIMS
 
 
 def trace_of(*records) -> Trace:
@@ -246,11 +247,11 @@ def test_a_horizon_past_an_iteration_does_not_move_more_than_no_horizon(gpt2_kep
     trace, compute = gpt2_kept
     cap = 5102370816
     moved = {}
-    for flags in (0, lib.DEEPUM_CFG_F_HORIZON):
+    for flags in (LRM_VICTIMS, lib.DEEPUM_CFG_F_HORIZON):
         report = simulate(trace, [cap], ["deepum"], make_config(lookahead_kernels=4096, evict_scan=4096, flags=flags),
                           cost_model(calibration.load()), compute)
         moved[flags] = sum(it.h2d_bytes for it in report.steady("deepum", cap))
-    assert moved[lib.DEEPUM_CFG_F_HORIZON] < 0.8 * moved[0], moved
+    assert moved[lib.DEEPUM_CFG_F_HORIZON] < 0.8 * moved[LRM_VICTIMS], moved
 
 
 def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
@@ -259,11 +260,13 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
     (DEEPUM_ISSUER=1) hears every miss as it happens.  GPT-2 at the 50%
     budget: the blocked engine walks on from its misses late and misses more
     (13% more since the core predicts kernels by position; 30% before, when a
-    window reset threw more of the prediction away)."""
+    window reset threw more of the prediction away).  With the oldest victims,
+    as measured: with the last iteration's (the default since API 1.4) the
+    simulated difference is gone (739 against 753)."""
     trace, compute = gpt2_kept
     cap = 5102370816
-    report = simulate(trace, [cap], ["deepum-user", "deepum-issuer"], make_config(), cost_model(calibration.load()),
-                      compute)
+    report = simulate(trace, [cap], ["deepum-user", "deepum-issuer"], make_config(flags=LRM_VICTIMS),
+                      cost_model(calibration.load()), compute)
     faults = {p: sum(it.faults for it in report.steady(p, cap)) for p in ("deepum-user", "deepum-issuer")}
     assert faults["deepum-user"] > 1.1 * faults["deepum-issuer"], faults
 

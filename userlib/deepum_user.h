@@ -90,6 +90,9 @@ struct deepum_counters {
 
 #define COUNT(name, n) atomic_fetch_add_explicit(&deepum.counters.name, (n), memory_order_relaxed)
 
+/* deepum.history_scan when DEEPUM_HISTORY_SCAN is not set (no setting reaches it). */
+#define HISTORY_SCAN_UNSET UINT32_MAX
+
 struct deepum_state {
 	/* Set by deepum_init(), read-only afterwards. */
 	enum deepum_mode mode;
@@ -103,7 +106,8 @@ struct deepum_state {
 	u32 watermark_blocks;		/* DEEPUM_WATERMARK: the core's; 0: its default */
 	u32 lookahead_blocks;		/* DEEPUM_LOOKAHEAD_BLOCKS: the core's; 0: its default */
 	u32 horizon_kernels;		/* DEEPUM_HORIZON_KERNELS: 0, or victims by predicted next use */
-	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: 0, or victims by the last iteration's uses */
+	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: victims by the last iteration's uses among N
+					 * blocks; 0: the oldest; HISTORY_SCAN_UNSET: the core's default */
 	u32 observe_us;			/* DEEPUM_OBSERVE_US: 0, or how often a thread times positions */
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */

@@ -1208,22 +1208,29 @@ static bool core_create(char *why, size_t size)
 				    default_watermark(deepum.capacity >> BLOCK_SHIFT),
 		.lookahead_blocks = deepum.lookahead_blocks,
 		/* A horizon of N kernels: victims by predicted next use, looked
-		 * for among as many blocks; or victims by next use as the last
-		 * iteration had it, among N blocks (docs/CORE.md). */
+		 * for among as many blocks; else victims by next use as the last
+		 * iteration had it (the core's default), among N blocks if
+		 * DEEPUM_HISTORY_SCAN=N, or the oldest if it is 0 (docs/CORE.md). */
 		.lookahead_kernels = deepum.horizon_kernels,
-		.evict_scan = deepum.horizon_kernels ? deepum.horizon_kernels : deepum.history_scan,
+		.evict_scan = deepum.horizon_kernels ? deepum.horizon_kernels :
+			      deepum.history_scan == HISTORY_SCAN_UNSET ? 0 : deepum.history_scan,
 		/* The baseline: residency and LRM eviction when a fault finds
 		 * memory full, nothing predicted. */
-		.flags = deepum.mode == MODE_DEMAND ? DEEPUM_CFG_F_NO_PREFETCH | DEEPUM_CFG_F_NO_PREEVICT :
+		.flags = deepum.mode == MODE_DEMAND ?
+				 DEEPUM_CFG_F_NO_PREFETCH | DEEPUM_CFG_F_NO_PREEVICT | DEEPUM_CFG_F_LRM_VICTIMS :
 			 (deepum.horizon_kernels ? DEEPUM_CFG_F_HORIZON : 0) |
-			 (deepum.history_scan ? DEEPUM_CFG_F_HISTORY : 0) |
+			 (deepum.history_scan ? 0 : DEEPUM_CFG_F_LRM_VICTIMS) |
 			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL),
 	};
 	int err;
 
+	if (deepum.horizon_kernels && deepum.history_scan != HISTORY_SCAN_UNSET) {
+		snprintf(why, size, "DEEPUM_HORIZON_KERNELS and DEEPUM_HISTORY_SCAN exclude each other");
+		return false;
+	}
 	if (deepum_core_config_check(&cfg) != 0) {
 		snprintf(why, size, "DEEPUM_WATERMARK, DEEPUM_LOOKAHEAD_BLOCKS, DEEPUM_HORIZON_KERNELS or "
-			 "DEEPUM_HISTORY_SCAN is outside the core's limits (the last two exclude each other)");
+			 "DEEPUM_HISTORY_SCAN is outside the core's limits");
 		return false;
 	}
 	err = deepum_inject("engine-alloc") ? -ENOMEM : deepum_core_create(&cfg, &engine.core);

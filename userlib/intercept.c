@@ -353,6 +353,7 @@ static bool read_config(void)
 	deepum.write_every = 8;
 	deepum.issuer = 1;
 	deepum.positional = 1;
+	deepum.history_scan = HISTORY_SCAN_UNSET;
 	deepum.evict_threads = 1;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
 	       env_number("DEEPUM_WRITE_EVERY", 1, DEEPUM_RING_DEPTH / 2, &deepum.write_every) &&

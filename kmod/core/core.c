@@ -29,11 +29,12 @@
  *
  * Residency.  The core mirrors what nvidia-uvm holds on the GPU, in least
  * recently migrated order, against a capacity.  Pre-eviction keeps
- * watermark_blocks free by evicting the oldest blocks that no window kernel
- * needs (with DEEPUM_CFG_F_HORIZON, preferring those the kernels beyond the
- * window need last; with DEEPUM_CFG_F_HISTORY, those the last iteration
- * needed latest from this point: find_victim()); a fault that still finds memory full is
- * charged a demand eviction of the oldest block, as the driver would do.
+ * watermark_blocks free by evicting, of the blocks no window kernel needs,
+ * those the last iteration needed latest from this point (DEEPUM_CFG_F_HISTORY,
+ * the default; with DEEPUM_CFG_F_HORIZON those the kernels beyond the window
+ * need last, with DEEPUM_CFG_F_LRM_VICTIMS the oldest: find_victim()); a
+ * fault that still finds memory full is charged a demand eviction of the
+ * oldest block, as the driver would do.
  * The window is measured in "launch clock" ticks: a block predicted for the
  * kernel expected at tick t is protected while the clock is <= t.  A reset
  * jumps the clock past every outstanding protection.
@@ -161,8 +162,14 @@ static const struct {
 int deepum_core_config_check(struct deepum_config *cfg)
 {
 	struct deepum_config out = *cfg;
-	u32 i;
+	u32 victims = cfg->flags & DEEPUM_CFG_F_VICTIMS, i;
 
+	if (victims & (victims - 1))
+		return -EINVAL;
+	if (!victims)
+		out.flags |= DEEPUM_CFG_F_HISTORY;
+	if (!out.evict_scan && out.flags & DEEPUM_CFG_F_HISTORY)
+		out.evict_scan = DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT;
 	for (i = 0; i < sizeof(cfg_fields) / sizeof(cfg_fields[0]); i++) {
 		u32 *v = (u32 *)((char *)&out + cfg_fields[i].offset);
 
@@ -173,8 +180,7 @@ int deepum_core_config_check(struct deepum_config *cfg)
 	}
 	if (out.corr_sets & (out.corr_sets - 1))
 		return -EINVAL;
-	if (out.flags & ~DEEPUM_CFG_F_ALL ||
-	    (out.flags & DEEPUM_CFG_F_HORIZON && out.flags & DEEPUM_CFG_F_HISTORY) || out.reserved0 ||
+	if (out.flags & ~DEEPUM_CFG_F_ALL || out.reserved0 ||
 	    out.reserved[0] || out.reserved[1] || out.reserved[2] || out.reserved[3])
 		return -EINVAL;
 	if (out.capacity_blocks > DEEPUM_CFG_CAPACITY_BLOCKS_MAX)

@@ -195,7 +195,7 @@ int main(int argc, char **argv)
 		{ 64, 16, 2, 3, 64, 1024, 64, 64, 256, 0, 0 },
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_HORIZON },	/* tight, with a horizon */
 		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3, DEEPUM_CFG_F_HORIZON },
-		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_HISTORY },	/* tight, the last iteration's uses */
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_LRM_VICTIMS },	/* tight, the oldest victims */
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_NO_POSITIONAL },	/* tight, the exec-ID table only */
 	};
 	unsigned long long per = n / (sizeof(shapes) / sizeof(shapes[0]));

@@ -32,6 +32,10 @@
  *        DEEPUM_CFG_F_HISTORY (victims by next use as the last iteration had it).
  *   1.3  the core predicts kernels by their position in the iteration when
  *        iterations repeat; DEEPUM_CFG_F_NO_POSITIONAL turns that off.
+ *   1.4  victims by the last iteration's uses are the default (a config
+ *        check sets DEEPUM_CFG_F_HISTORY when no victim choice is given,
+ *        and evict_scan then defaults to DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT);
+ *        DEEPUM_CFG_F_LRM_VICTIMS asks for the choice before 1.4.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -40,7 +44,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 3
+#define DEEPUM_API_MINOR 4
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -157,9 +161,12 @@ struct deepum_config {
 #define DEEPUM_CFG_F_NO_PREFETCH	(1U << 0)	/* model residency only: the demand-paging baseline */
 #define DEEPUM_CFG_F_NO_PREEVICT	(1U << 1)	/* prefetch, but leave eviction to the fault path */
 #define DEEPUM_CFG_F_HORIZON		(1U << 2)	/* victims by predicted next use (see docs/CORE.md) */
-#define DEEPUM_CFG_F_HISTORY		(1U << 3)	/* victims by next use as the last iteration had it; not with HORIZON */
+#define DEEPUM_CFG_F_HISTORY		(1U << 3)	/* victims by next use as the last iteration had it */
 #define DEEPUM_CFG_F_NO_POSITIONAL	(1U << 4)	/* predict kernels by the exec-ID table only, not by position */
-#define DEEPUM_CFG_F_ALL		((1U << 5) - 1)
+#define DEEPUM_CFG_F_LRM_VICTIMS	(1U << 5)	/* victims least recently migrated (outside the window) */
+#define DEEPUM_CFG_F_ALL		((1U << 6) - 1)
+/* The victim choice: at most one of these; none means DEEPUM_CFG_F_HISTORY. */
+#define DEEPUM_CFG_F_VICTIMS		(DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_HISTORY | DEEPUM_CFG_F_LRM_VICTIMS)
 
 #define DEEPUM_CFG_BLOCK_SHIFT_MIN		16
 #define DEEPUM_CFG_BLOCK_SHIFT_MAX		30
@@ -200,6 +207,8 @@ struct deepum_config {
 #define DEEPUM_CFG_EVICT_SCAN_MIN		1
 #define DEEPUM_CFG_EVICT_SCAN_MAX		65536
 #define DEEPUM_CFG_EVICT_SCAN_DEFAULT		64
+/* With DEEPUM_CFG_F_HISTORY: all of the GPU is worth looking at (the scan keeps its best). */
+#define DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT	4096
 #define DEEPUM_CFG_WATERMARK_BLOCKS_MIN		1
 #define DEEPUM_CFG_WATERMARK_BLOCKS_MAX		(1U << 20)
 #define DEEPUM_CFG_WATERMARK_BLOCKS_DEFAULT	8
