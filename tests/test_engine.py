@@ -379,29 +379,6 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     assert not [call for call in r.calls if call.result() == "invalid"]
 
 
-def test_write_backs_can_be_split_across_threads_and_still_precede_the_prefetches(tmp_path):
-    """DEEPUM_EVICT_THREADS=4: an eviction batch goes out in parts of about
-    equal bytes, cut at whole blocks, from the issuing thread on the engine's
-    stream and from writer threads on streams of their own; every byte once;
-    prefetches stay on the engine's stream, after the batch's parts are all
-    written back."""
-    r, _ = layers(tmp_path, env={"DEEPUM_EVICT_THREADS": "4"})
-    c = counters(r)
-    assert r.stats["engine"]["evict_threads"] == 4 and c["evict_parts"] > 0
-    own, legacy, *writer_streams = r.named("cuStreamCreateWithPriority")
-    assert len(writer_streams) == 3 and all(w.args["flags"] == "1" for w in writer_streams)
-    batches = r.named("cuMemPrefetchBatchAsync")
-    to_host = [b for b in batches if b.args["location"] == "host"]
-    assert {b.args["stream"] for b in batches if b.args["location"] == "device"} == {own.result()}
-    assert {b.args["stream"] for b in to_host} > {own.result()}  # writers' streams too
-    pieces = [piece for b in to_host for piece in ranges(b)]
-    assert len(pieces) > c["evict_ranges"]  # ranges of several blocks were cut between parts
-    assert sum(n for _, n in pieces) == c["evict_bytes"]
-    assert all(a % BLOCK == 0 and n % BLOCK == 0 for a, n in pieces)  # at whole blocks
-    # the fake GPU never held more than the budget: no prefetch overtook the write-backs it needed
-    assert peak_resident_blocks(r) <= BUDGET_BLOCKS and c["budget_violation_rounds"] == 0
-
-
 def test_the_engine_settings_reach_its_core(tmp_path):
     from pydeepum._lowlevel import lib
 

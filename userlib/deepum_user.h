@@ -112,7 +112,6 @@ struct deepum_state {
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
-	u32 evict_threads;		/* DEEPUM_EVICT_THREADS (default 1): threads writing back one batch */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
 	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */

@@ -75,7 +75,6 @@ enum {
 	INTAKE = 1 << 14,		/* marks and reported frees waiting for the GPU */
 	ROUND_CMDS_FACTOR = 4,		/* a round's command buffer, in core outputs */
 	RANGES_PER_CALL = 128,		/* issue cost is lowest at 64-256 per call (h200.json) */
-	EVICT_THREADS_MAX = 8,		/* DEEPUM_EVICT_THREADS: threads writing back one batch */
 	BATCH_ROOM = 4096,		/* pieces gathered before they are issued */
 	PIECES_PER_REPORT = 256,	/* ranges per discard call */
 	ITERATIONS_MAX = 1024,
@@ -118,7 +117,6 @@ enum {
 	X(evict_ranges)                                                                       \
 	X(evict_calls)                                                                        \
 	X(issuer_waits)			/* batches that waited for room at the issuer */      \
-	X(evict_parts)			/* parts of eviction batches other threads wrote back */ \
 	X(fallback_calls)		/* per-range cuMemPrefetchAsync: no batch entry point */ \
 	X(bytes_outside_managed)	/* parts of planned ranges in no live managed allocation */ \
 	X(h2d_prefetch_bytes)		/* migrated to the GPU by prefetches, as the source saw */ \
@@ -191,7 +189,7 @@ static struct {
 	struct { u64 blk; u32 exec_id; } recent[RECENT_FAULTS];	/* what feed_fault() fed lately */
 	struct dum_residency observed;	/* the GPU as the migration events show it */
 	struct batch host, gpu;
-	atomic_bool batch_api;		/* cuMemPrefetchBatchAsync works (writers may find it does not) */
+	atomic_bool batch_api;		/* cuMemPrefetchBatchAsync works; the issuing thread may find it does not */
 	struct { u64 base, end; } dropping;	/* a range being released: commands on it go */
 	u32 positions_read[DEEPUM_PAGE_STREAMS];	/* per stream, observer entries taken */
 	u64 last_look_ns;		/* when take_launches() last read the positions */
@@ -317,22 +315,22 @@ static void log_config(void)
 
 /* ---- applying commands --------------------------------------------------- */
 
-/* The driver calls for @n ranges to the GPU or the host, on @stream. */
-static void issue_ranges(CUdeviceptr *ptr, size_t *size, u32 n, bool to_gpu, CUstream stream)
+/* The driver calls for @b's ranges, on the engine's stream; empties @b. */
+static void issue_calls(struct batch *b)
 {
-	CUmemLocation where = { to_gpu ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
-				to_gpu ? engine.device : 0 };
+	CUmemLocation where = { b->to_gpu ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
+				b->to_gpu ? engine.device : 0 };
 
-	for (u32 at = 0; at < n && !engine.stop;) {
-		u32 k = n - at < RANGES_PER_CALL ? n - at : RANGES_PER_CALL;
+	for (u32 at = 0; at < b->n && !engine.stop;) {
+		u32 k = b->n - at < RANGES_PER_CALL ? b->n - at : RANGES_PER_CALL;
 
 		if (engine.batch_api) {
 			size_t first_index = 0;
-			CUresult rc = REAL(cuMemPrefetchBatchAsync)(&ptr[at], &size[at], k, &where, &first_index,
-								    1, 0, stream);
+			CUresult rc = REAL(cuMemPrefetchBatchAsync)(&b->ptr[at], &b->size[at], k, &where, &first_index,
+								    1, 0, engine.stream);
 
 			if (rc == CUDA_SUCCESS) {
-				if (to_gpu)
+				if (b->to_gpu)
 					ADD(prefetch_calls, 1);
 				else
 					ADD(evict_calls, 1);
@@ -353,189 +351,13 @@ static void issue_ranges(CUdeviceptr *ptr, size_t *size, u32 n, bool to_gpu, CUs
 			return;
 		}
 		for (u32 i = at; i < at + k; i++) {
-			if (!cuda_ok(REAL(cuMemPrefetchAsync)(ptr[i], size[i], to_gpu ? engine.device : CU_DEVICE_CPU,
-							      stream), "cuMemPrefetchAsync"))
+			if (!cuda_ok(REAL(cuMemPrefetchAsync)(b->ptr[i], b->size[i], b->to_gpu ? engine.device : CU_DEVICE_CPU,
+							      engine.stream), "cuMemPrefetchAsync"))
 				return;
 			ADD(fallback_calls, 1);
 		}
 		at += k;
 	}
-}
-
-/*
- * Writers (DEEPUM_EVICT_THREADS=N > 1): N - 1 threads that write back parts
- * of each eviction batch, each on a stream of its own, while the issuing
- * thread writes back the first part on the engine's stream.  A write-back
- * call keeps its thread in the driver until the data is on the host, and
- * the driver's work for it (host pages) is per byte: 12-16 GB/s on the
- * H200 from one thread, against 50 GB/s for prefetches.  The issuing thread
- * goes on to the batch's prefetches only when every part is done (each
- * writer synchronizes its stream), so evictions still go before the
- * prefetches that use their room.
- */
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t changed;		/* a round was handed out, a part was done, or stop */
-	u32 count;			/* writer threads running */
-	u32 ran;			/* ... at some time, for the statistics */
-	atomic_uint started;		/* writer threads that took their index */
-	u64 round;			/* batches split so far */
-	u32 busy;			/* writers still at the round's part */
-	struct {
-		CUdeviceptr *ptr;
-		size_t *size;
-		u32 n;
-	} part[EVICT_THREADS_MAX];
-	CUstream stream[EVICT_THREADS_MAX];
-	pthread_t thread[EVICT_THREADS_MAX];
-	bool stop;
-} writers = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
-
-static void *writer_main(void *arg)
-{
-	u32 i = atomic_fetch_add(&writers.started, 1) + 1;	/* part 0 is the issuing thread's */
-	bool ok = cuda_ok(REAL(cuCtxSetCurrent)(engine.context), "cuCtxSetCurrent");
-	u64 seen = 0;
-
-	(void)arg;
-	pthread_mutex_lock(&writers.lock);
-	for (;;) {
-		while (writers.round == seen && !writers.stop)
-			pthread_cond_wait(&writers.changed, &writers.lock);
-		if (writers.stop)
-			break;
-		seen = writers.round;
-		pthread_mutex_unlock(&writers.lock);
-		if (ok && writers.part[i].n) {
-			issue_ranges(writers.part[i].ptr, writers.part[i].size, writers.part[i].n, false,
-				     writers.stream[i]);
-			cuda_ok(REAL(cuStreamSynchronize)(writers.stream[i]), "cuStreamSynchronize");
-			ADD(evict_parts, 1);
-		}
-		pthread_mutex_lock(&writers.lock);
-		writers.busy--;
-		pthread_cond_broadcast(&writers.changed);
-	}
-	pthread_mutex_unlock(&writers.lock);
-	return NULL;
-}
-
-static bool writers_start(char *why, size_t size)
-{
-	int err = 0;
-
-	/* Under test lockstep too: the issuing thread waits for every part, so
-	 * a round still ends with its calls made. */
-	if (deepum.evict_threads <= 1)
-		return true;
-	writers.stop = false;
-	for (u32 i = 1; i < deepum.evict_threads; i++) {
-		int least = 0, greatest = 0;
-
-		if (REAL(cuCtxGetStreamPriorityRange)(&least, &greatest) != CUDA_SUCCESS ||
-		    REAL(cuStreamCreateWithPriority)(&writers.stream[i], CU_STREAM_NON_BLOCKING, least) != CUDA_SUCCESS) {
-			snprintf(why, size, "DEEPUM_EVICT_THREADS: cannot create a writer's stream");
-			return false;
-		}
-	}
-	for (u32 i = 1; i < deepum.evict_threads && !err; i++) {
-		err = deepum_thread_start(&writers.thread[i], writer_main);
-		writers.count += !err;
-	}
-	writers.ran = writers.count;
-	if (err)
-		snprintf(why, size, "DEEPUM_EVICT_THREADS: cannot start a writer thread: %s", strerror(err));
-	return !err;
-}
-
-static void writers_stop(void)
-{
-	pthread_mutex_lock(&writers.lock);
-	writers.stop = true;
-	pthread_cond_broadcast(&writers.changed);
-	pthread_mutex_unlock(&writers.lock);
-	for (u32 i = 1; i <= writers.count; i++)
-		pthread_join(writers.thread[i], NULL);
-	writers.count = 0;
-	atomic_store(&writers.started, 0);
-}
-
-/* The pieces of the batch being written back in parts: its ranges, each cut
- * at most once per part boundary.  Only the issuing thread fills it, while
- * no writer reads it. */
-static struct {
-	CUdeviceptr ptr[BATCH_ROOM + EVICT_THREADS_MAX];
-	size_t size[BATCH_ROOM + EVICT_THREADS_MAX];
-} pieces;
-
-/*
- * An eviction batch in parts of about equal bytes, cut at whole blocks of a
- * range (a batch is often a few long ranges): the first part on the engine's
- * stream from this thread, the others by the writers; returns when all are
- * written back.
- */
-static void write_back_in_parts(struct batch *b)
-{
-	const u64 block = 1ULL << BLOCK_SHIFT;
-	u32 parts = writers.count + 1, n = 0, p = 0;
-	u32 starts[EVICT_THREADS_MAX + 1] = { 0 };
-	u64 total = 0, share, filled = 0;
-
-	for (u32 i = 0; i < b->n; i++)
-		total += b->size[i];
-	share = (total / parts + block - 1) / block * block;
-	for (u32 i = 0; i < b->n; i++) {
-		CUdeviceptr at = b->ptr[i];
-		u64 left = b->size[i];
-
-		while (left) {
-			u64 take = left;
-
-			if (p + 1 < parts && filled + take > share)
-				take = (share > filled ? share - filled : 0) / block * block;
-			if (take) {
-				pieces.ptr[n] = at;
-				pieces.size[n++] = take;
-				at += take;
-				left -= take;
-				filled += take;
-			}
-			if (p + 1 < parts && (left || filled >= share)) {
-				starts[++p] = n;	/* this part is full */
-				filled = 0;
-			}
-		}
-	}
-	while (p + 1 < parts)
-		starts[++p] = n;	/* parts left with nothing */
-	starts[parts] = n;
-
-	pthread_mutex_lock(&writers.lock);
-	for (p = 1; p < parts; p++) {
-		writers.part[p].ptr = &pieces.ptr[starts[p]];
-		writers.part[p].size = &pieces.size[starts[p]];
-		writers.part[p].n = starts[p + 1] - starts[p];
-	}
-	writers.busy = writers.count;
-	writers.round++;
-	pthread_cond_broadcast(&writers.changed);
-	pthread_mutex_unlock(&writers.lock);
-
-	issue_ranges(pieces.ptr, pieces.size, starts[1], false, engine.stream);
-
-	pthread_mutex_lock(&writers.lock);
-	while (writers.busy && !writers.stop)
-		pthread_cond_wait(&writers.changed, &writers.lock);
-	pthread_mutex_unlock(&writers.lock);
-}
-
-/* The driver calls for @b's ranges; empties @b. */
-static void issue_calls(struct batch *b)
-{
-	if (!b->to_gpu && writers.count)
-		write_back_in_parts(b);
-	else
-		issue_ranges(b->ptr, b->size, b->n, b->to_gpu, engine.stream);
 	b->n = 0;
 }
 
@@ -1165,7 +987,6 @@ static void *engine_main(void *arg)
 		}
 	}
 	issuer_stop();
-	writers_stop();
 	faults_stop();
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
 	engine.cpu_ns = (u64)cpu.tv_sec * 1000000000ULL + (u64)cpu.tv_nsec;
@@ -1307,13 +1128,7 @@ static bool thread_start(char *why, size_t size)
 
 	engine.running = true;
 	engine.lockstep = deepum_lockstep_enabled();
-	if (!writers_start(why, size)) {
-		writers_stop();
-		engine.running = false;
-		return false;
-	}
 	if (!issuer_start(why, size)) {
-		writers_stop();
 		engine.running = false;
 		return false;
 	}
@@ -1323,7 +1138,6 @@ static bool thread_start(char *why, size_t size)
 	if (err) {
 		engine.running = false;
 		issuer_stop();
-		writers_stop();
 		snprintf(why, size, "cannot start its thread: %s", strerror(err));
 	}
 	return !err;
@@ -1589,7 +1403,7 @@ void engine_write_stats(FILE *f)
 	snapshot(&now);
 	deepum_core_get_stats(engine.core, &core);
 	fprintf(f, ",\n  \"engine\": {\n    \"fault_source\": \"%s\", \"capacity_bytes\": %llu, \"block_bytes\": %llu,\n"
-		   "    \"batch_api\": %s, \"issuer\": %s, \"evict_threads\": %u, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
+		   "    \"batch_api\": %s, \"issuer\": %s, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
 		   "    \"observed_peak_blocks\": %llu, \"model_peak_blocks\": %llu,\n"
 		   "    \"core\": {\"prefetches\": %llu, \"evictions\": %llu, \"demand_evictions\": %llu, "
 		   "\"discards\": %llu, \"faults\": %llu, \"faults_resident\": %llu, \"window_resets\": %llu, "
@@ -1597,7 +1411,6 @@ void engine_write_stats(FILE *f)
 		   "    \"config\": {\"%s},\n    \"counters\": {",
 		faults_source_name() ? faults_source_name() : "none", (unsigned long long)deepum.capacity,
 		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", issuer.thread_ran ? "true" : "false",
-		writers.ran + 1,
 		(unsigned long long)engine.cpu_ns,
 		(unsigned long long)core.core_ns, (unsigned long long)faults_dropped(),
 		(unsigned long long)engine.observed_peak_blocks, (unsigned long long)engine.model_peak_blocks,

@@ -354,7 +354,6 @@ static bool read_config(void)
 	deepum.issuer = 1;
 	deepum.positional = 1;
 	deepum.history_scan = HISTORY_SCAN_UNSET;
-	deepum.evict_threads = 1;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
 	       env_number("DEEPUM_WRITE_EVERY", 1, DEEPUM_RING_DEPTH / 2, &deepum.write_every) &&
 	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
@@ -366,7 +365,6 @@ static bool read_config(void)
 	       env_number("DEEPUM_EXEC_BY_PLACE", 0, 1, &deepum.exec_by_place) &&
 	       env_number("DEEPUM_ISSUER", 0, 1, &deepum.issuer) &&
 	       env_number("DEEPUM_POSITIONAL", 0, 1, &deepum.positional) &&
-	       env_number("DEEPUM_EVICT_THREADS", 1, 8, &deepum.evict_threads) &&
 	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
 	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&
 	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path), "") &&
