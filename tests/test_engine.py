@@ -186,6 +186,8 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     assert replayed["config"]["watermark_blocks"] == KERNEL_BLOCKS
     assert (replayed["prefetched_blocks"], replayed["evicted_blocks"]) == (got["prefetched_blocks"],
                                                                            got["evicted_blocks"])
+    assert (replayed["log_prefetched_blocks"], replayed["log_evicted_blocks"]) == (got["log_prefetched_blocks"],
+                                                                                   got["log_evicted_blocks"])
     assert len(replayed["iterations"]) == ITERATIONS and replayed["prefetched_blocks"] > 0
     # a field set over the run's changes the decisions (no pre-eviction: evictions only on faults)
     changed = json.loads(subprocess.run(
