@@ -96,6 +96,9 @@ def test_the_budget_holds_and_the_loop_is_learned(tmp_path, source):
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS < FOOTPRINT_BLOCKS
     assert counters(r)["budget_violation_rounds"] == 0
     assert r.stats["engine"]["observed_peak_blocks"] == peak_resident_blocks(r)
+    # the time-weighted mean residency: the rounds' observations over the time they covered
+    c = counters(r)
+    assert 0 < c["resident_block_ns"] / c["watched_ns"] <= peak_resident_blocks(r)
     assert not [c for c in r.calls if c.result() == "invalid"]
     per_iteration = iterations(r)
     assert len(per_iteration) == ITERATIONS + 1  # and the mark after the last one
@@ -571,15 +574,17 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert deepum["fault_source"] == "cupti" and deepum["prefetched_blocks"] > 0
         assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
         assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
-    # the table's last column: the GPU's observed peak over the budget
+    # the table's last columns: the GPU's observed peak and mean residency over the budget
     rows = {(cells[0], cells[1]): cells for cells in map(str.split, bench_train.table(report)) if len(cells) > 2}
     for budget in report["budgets"]:
         peak = budget["runs"]["deepum"]["observed_peak_blocks"] * BLOCK / budget["capacity_bytes"]
         deepum_row, swept_row = rows[f"{budget['fraction']:.0%}", "deepum"], rows[f"{budget['fraction']:.0%}", swept]
-        assert float(deepum_row[-1]) == pytest.approx(peak, abs=0.005)
+        mean = budget["runs"]["deepum"]["observed_mean_blocks"] * BLOCK / budget["capacity_bytes"]
+        assert float(deepum_row[-2]) == pytest.approx(peak, abs=0.005)
+        assert float(deepum_row[-1]) == pytest.approx(mean, abs=0.005) and 0 < mean <= peak
         # coverage and accuracy for every prefetching run, against demand's faults
-        assert float(deepum_row[-3]) == pytest.approx(budget["comparison"]["coverage"], abs=0.0005)
-        assert 0 < float(swept_row[-3]) <= 1 and 0 < float(swept_row[-2]) <= 1
+        assert float(deepum_row[-4]) == pytest.approx(budget["comparison"]["coverage"], abs=0.0005)
+        assert 0 < float(swept_row[-4]) <= 1 and 0 < float(swept_row[-3]) <= 1
     assert len(bench_train.verdicts(report)) >= 2
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
 

@@ -125,6 +125,8 @@ enum {
 	X(d2h_bytes)                                                                          \
 	X(driver_evictions)		/* migrations off the GPU the driver made to evict */ \
 	X(budget_violation_rounds)	/* rounds that saw the GPU over the budget */         \
+	X(watched_ns)			/* time between the first and the last round */       \
+	X(resident_block_ns)		/* ... the GPU's blocks as observed at each round, times the time since the last */ \
 	X(intake_drops)			/* marks or frees lost to a full intake */            \
 	X(free_reports)                                                                       \
 	X(free_discard_calls)		/* stream-ordered discards for reported frees */      \
@@ -226,6 +228,7 @@ static struct {
 	struct counter_snapshot marks[ITERATIONS_MAX];
 	u32 nmarks;
 	u64 observed_peak_blocks, model_peak_blocks;
+	u64 watched_at;			/* when watch_budget() last ran; 0: never */
 	u32 iteration_index;
 } engine = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -896,10 +899,18 @@ static void take_release(void)
 	pthread_mutex_unlock(&engine.lock);
 }
 
+/* The peak, the mean (time-weighted: a peak may be brief) and the rounds
+ * over the budget of the GPU's residency as the migration events show it. */
 static void watch_budget(void)
 {
 	struct deepum_stats stats;
+	u64 now = engine_clock_ns();
 
+	if (engine.watched_at) {
+		ADD(watched_ns, now - engine.watched_at);
+		ADD(resident_block_ns, engine.observed.resident * (now - engine.watched_at));
+	}
+	engine.watched_at = now;
 	deepum_core_get_stats(engine.core, &stats);
 	if (stats.resident_blocks > engine.model_peak_blocks)
 		engine.model_peak_blocks = stats.resident_blocks;
