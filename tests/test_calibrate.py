@@ -51,6 +51,8 @@ class FakeGPU:
         self.where = None  # None before setup; "host" / "gpu" once allocated
         self.setup_calls: list[tuple[int, int]] = []
         self.closed = False
+        self.separate: list[int] = []
+        self.separate_closed = False
         self.copy_times: list[float] = []  # scripted h2d copy times, else from LINK_H2D
         self.fail_on: dict[str, int] = {}  # method -> fail at that call number (1-based)
         self.calls: dict[str, int] = {}
@@ -102,6 +104,21 @@ class FakeGPU:
         self.where = to
         # the fake's write-backs scale with threads up to 4, its prefetches not at all
         return self.nbytes / (BULK_H2D if to == "gpu" else EVICT * min(threads, 4)) if moved else 1 * US
+
+    def setup_separate(self, count, nbytes_each):
+        self._enter("setup_separate")
+        assert not self.separate, "separate allocations set up twice"
+        self.separate = [nbytes_each] * count
+
+    def evict_separate_s(self, threads):
+        self._enter("evict_separate_s")
+        assert self.separate and len(self.separate) % threads == 0
+        # separate mappings: the fake's write-backs scale with threads all the way
+        return sum(self.separate) / (EVICT * threads)
+
+    def close_separate(self):
+        self.separate_closed = bool(self.separate)
+        self.separate = []
 
     def prefetch_calls(self, to, range_bytes):
         self._enter("prefetch_calls")
@@ -181,6 +198,9 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
     assert new["evict_to_host_by_threads_GBps"] == {"1": approx(15.0), "2": approx(30.0), "4": approx(60.0),
                                                     "8": approx(60.0)}
     assert list(new["prefetch_by_threads_GBps"].values()) == [approx(45.0)] * 4
+    assert new["evict_to_host_by_threads_separate_GBps"] == {"1": approx(15.0), "2": approx(30.0),
+                                                             "4": approx(60.0), "8": approx(120.0)}
+    assert fake.separate_closed and not fake.separate
     assert new["prefetch_call_per_2MiB_cpu_us"] == approx(100.0)
     assert new["prefetch_per_2MiB_calls_GBps"] == approx(18.0)
     assert new["evict_to_host_per_2MiB_GBps"] == approx(10.0)
@@ -252,10 +272,10 @@ def test_each_figure_is_the_median_of_its_repeats(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("free_gib, host_gib, refused", [
-    (13.0, 100, False),  # 8 + 2 + 0.25 GiB <= 0.8 * 13
-    (12.5, 100, True),   # 10.25 > 10.0
-    (100, 12.4, True),   # the host must hold the buffer and the pinned copies too: 10 > 9.92
-    (100, 12.6, False),
+    (17.9, 100, False),  # 8 + 4 (the separate allocations) + 2 + 0.25 GiB <= 0.8 * 17.9
+    (17.7, 100, True),   # 14.25 > 14.16
+    (100, 17.4, True),   # the host must hold the buffers and the pinned copies too: 14 > 13.92
+    (100, 17.6, False),
 ])
 def test_refuses_before_allocating_anything(tmp_path, capsys, free_gib, host_gib, refused):
     fake = FakeGPU(free=int(free_gib * GIB), host=int(host_gib * GIB))
