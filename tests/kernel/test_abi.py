@@ -165,6 +165,7 @@ def config_cases() -> list[tuple[str, int]]:
         ("capacity_blocks", lib.DEEPUM_CFG_CAPACITY_BLOCKS_MAX + 1),
         ("corr_sets", lib.DEEPUM_CFG_CORR_SETS_MIN * 3),  # not a power of two
         ("flags", lib.DEEPUM_CFG_F_ALL + 1),
+        ("flags", lib.DEEPUM_CFG_F_HISTORY | lib.DEEPUM_CFG_F_LRM_VICTIMS),  # two victim choices
     ]
 
 
@@ -183,6 +184,8 @@ def test_config_zero_means_default(ctx: int) -> None:
     assert req.config.block_shift == lib.DEEPUM_CFG_BLOCK_SHIFT_DEFAULT
     got = klib.get_config(ctx, CONTEXT)
     assert got.corr_ways == 8 and got.walk_max == lib.DEEPUM_CFG_WALK_MAX_DEFAULT
+    # No victim choice: the last iteration's uses, with their scan (API 1.4).
+    assert got.flags == lib.DEEPUM_CFG_F_HISTORY and got.evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT
     # Defaults were not touched by a context's CONFIG.
     assert klib.get_config(ctx, DEFAULTS).corr_ways == lib.DEEPUM_CFG_CORR_WAYS_DEFAULT
 
