@@ -430,6 +430,10 @@ def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progres
         last_ts = ts
         if kind == "config":
             config = {k: _int(v, 10, where) for k, v in keys.items()}
+            # An engine writes its checked configuration, which names the victim
+            # choice since API 1.4; none named is an older core's, the oldest victims.
+            if "flags" in config and not config["flags"] & constant("DEEPUM_CFG_F_VICTIMS"):
+                config["flags"] |= constant("DEEPUM_CFG_F_LRM_VICTIMS")
         elif kind == "iteration":
             b.add(ITERATION, ts, aux=_int(rest[0] if rest else "", 10, where))
             iterations += 1

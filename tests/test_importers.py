@@ -195,6 +195,18 @@ def test_engine_logs_become_the_stream_the_core_was_fed(tmp_path):
     assert int(r[-1]["flags"]) == ITER_END and [int(x["aux"]) for x in r[r["type"] == ITERATION]] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("flags, read", [
+    (8, 8),                  # history, named (every engine since API 1.4)
+    (16, 16 | 32),           # no victim choice named: an older engine's, the oldest victims
+    (32, 32),
+])
+def test_an_engine_log_config_line_names_its_victim_choice(tmp_path, flags, read):
+    path = tmp_path / "engine.log"
+    path.write_text(f"config capacity_blocks=100 watermark_blocks=4 flags={flags} t=1\n" + ENGINE_LOG)
+    config = import_file(path).meta["core_config"]
+    assert config == {"capacity_blocks": 100, "watermark_blocks": 4, "flags": read}
+
+
 def test_a_bad_engine_log_line_is_named(tmp_path):
     path = tmp_path / "engine.log"
     path.write_text("iteration 0 t=1\nlaunch slot=0 exec=zero t=2\n")
