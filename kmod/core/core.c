@@ -14,10 +14,11 @@
  * the running one.  Each window kernel is walked breadth-first through its
  * block table from its start blocks, to where the table ends (DeepUM's end
  * pointer: see docs/CORE.md).  Predicted blocks that are not resident become
- * PREFETCH commands, in the order the kernels are expected.  A LAUNCH that matches the head of the window slides it.  One
- * that matches a kernel a little further on skips to it; one that is not in
- * the window at all counts as an extra kernel and the window waits for it,
- * up to RESYNC_EXTRA in a row, after which the window is reset.  Resetting
+ * PREFETCH commands, in the order the kernels are expected.  A LAUNCH that
+ * matches the head of the window slides it.  One that matches a kernel a
+ * little further on skips to it; one that is not in the window at all
+ * counts as an extra kernel and the window waits for it, up to
+ * RESYNC_EXTRA in a row, after which the window is reset.  Resetting
  * on every surprise threw away the whole window (and the protection of what
  * it had prefetched) at each of them.  A FAULT walks the running kernel's
  * table again from the faulted block, since the blocks after it are the ones
