@@ -60,6 +60,7 @@ from .trace import (
     ITERATION,
     LAUNCH,
     TRACE_ACCESS_SET,
+    TRACE_PER_LAUNCH,
     Trace,
     empty_records,
     name_hash,
@@ -166,6 +167,8 @@ class _Capture:
     """libdeepum's: ts, external ID, exec ID, name hash, stream slot, CUPTI stream (None: unknown)"""
     launch_of_correlation: dict[int, int] = field(default_factory=dict)
     """CUPTI correlation ID -> external ID (the launch that made that call)"""
+    per_launch: bool = False
+    """the tracer moved each launch's blocks back to the host after it ("O,per-launch")"""
 
 
 def _fields(line: str, where: str, counts: tuple[int, ...], maxsplit: int = -1) -> list[str]:
@@ -206,6 +209,10 @@ def _parse_capture(path: Path, progress: Progress | None) -> _Capture:
             f = _fields(line, where, (3, 4))
             ts = _int(f[3], 10, where) if len(f) == 4 else last_marker_ts
             c.ranges.append((ts, ALLOC if kind == "A" else FREE, _int(f[1], 16, where), _int(f[2], 10, where)))
+        elif kind == "O":
+            if line != "O,per-launch":
+                raise TraceFormatError(f"{where}: unknown capture option {line[2:]!r}")
+            c.per_launch = True
         elif kind == "E":
             raise TraceFormatError(f"{path}: the tracer failed: {line[2:]}")
         else:
@@ -364,7 +371,7 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
         meta["source"].update(launches=len(c.launches), launches_matched=matched,
                               kernels=len(c.kernels), kernels_without_exec_id=kernel_exec.count(EXEC_NONE))
     return Trace(records=b.records(), block_shift=block_shift,
-                 flags=TRACE_ACCESS_SET if any_flush else 0, meta=meta)
+                 flags=(TRACE_ACCESS_SET if any_flush else 0) | (TRACE_PER_LAUNCH if c.per_launch else 0), meta=meta)
 
 
 def import_um_counters(path: str | Path, block_shift: int = 21,

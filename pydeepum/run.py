@@ -60,6 +60,7 @@ def find_library() -> Path:
 class TraceOptions:
     iterations: int = 0  # iterations to record from the first mark; 0: all the program marks
     access_set: bool = True  # managed memory to the host at every mark
+    per_launch: bool = False  # and what each launch brought in, after it (every launch's accesses)
     cupti: str | None = None  # libcupti.so to load; None: libdeepum searches
     faults: str = "cupti"  # UM records from CUPTI or from the UVM tools queue (DEEPUM_FAULTS)
 
@@ -68,6 +69,9 @@ class TraceOptions:
             raise DeepumInputError(f"iterations must not be negative, got {self.iterations}")
         if self.faults not in FAULT_SOURCES:
             raise DeepumInputError(f"faults must be one of {', '.join(FAULT_SOURCES)}, got {self.faults!r}")
+        if self.per_launch and not self.access_set:
+            raise DeepumInputError("per-launch access sets move memory to the host at marks too: "
+                                   "they need the access set on")
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,8 @@ def environment(base: Mapping[str, str], library: Path, options: RunOptions, wor
     if options.trace is not None:
         env["DEEPUM_TRACE"] = str(workdir / "capture.%p.csv")
         env["DEEPUM_TRACE_ITERATIONS"] = str(options.trace.iterations)
-        env["DEEPUM_TRACE_ACCESS_SET"] = "1" if options.trace.access_set else "0"
+        env["DEEPUM_TRACE_ACCESS_SET"] = ("launch" if options.trace.per_launch else
+                                          "1" if options.trace.access_set else "0")
         env["DEEPUM_FAULTS"] = options.trace.faults
         if options.trace.cupti:
             env["DEEPUM_CUPTI"] = options.trace.cupti
@@ -220,5 +225,6 @@ def record(command: Sequence[str], trace: TraceOptions = TraceOptions(), block_s
         except DeepumError as e:
             raise TraceNotRecorded(str(e), result) from None
     recorded.meta["provenance"] = {"command": list(command), "returncode": result.returncode,
-                                   "iterations_asked": trace.iterations, "access_set_asked": trace.access_set}
+                                   "iterations_asked": trace.iterations, "access_set_asked": trace.access_set,
+                                   "per_launch_asked": trace.per_launch}
     return recorded, result

@@ -36,6 +36,7 @@ ITER_FLUSHED = constant("DEEPUM_ITER_F_FLUSHED")
 ITER_END = constant("DEEPUM_ITER_F_END")
 TRACE_ACCESS_SET = constant("DEEPUM_TRACE_F_ACCESS_SET")
 TRACE_SYNTHETIC = constant("DEEPUM_TRACE_F_SYNTHETIC")
+TRACE_PER_LAUNCH = constant("DEEPUM_TRACE_F_PER_LAUNCH")
 
 _MAGIC = constant("DEEPUM_TRACE_MAGIC")
 _VERSION = constant("DEEPUM_TRACE_VERSION")
@@ -75,6 +76,11 @@ class Trace:
     @property
     def access_set(self) -> bool:
         return bool(self.flags & TRACE_ACCESS_SET)
+
+    @property
+    def per_launch(self) -> bool:
+        """Every launch's accesses, not only each iteration's first touches."""
+        return bool(self.flags & TRACE_PER_LAUNCH)
 
     def counts(self) -> dict[str, int]:
         kinds, n = np.unique(self.records["type"], return_counts=True)

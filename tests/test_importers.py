@@ -95,6 +95,7 @@ def test_a_capture_the_tracer_gave_up_on_is_refused_with_its_reason(tmp_path):
     ("M,1,2,3,4", "M record needs 3 or 4 fields"),
     ("U,1,x,1,2,ff,1", "'x' is not a number"),
     ("Q,1", "unknown record type"),
+    ("O,per-kernel", "unknown capture option 'per-kernel'"),
     ("U,1,4096,-5,2,ff,1", "not a number|out of range"),
 ])
 def test_malformed_capture_lines_name_the_line(tmp_path, line, message):

@@ -653,14 +653,19 @@ def test_the_tracer_records_launches_faults_allocations_and_iterations(tmp_path)
     assert source["kernels_without_exec_id"] == 0
 
 
+def uvm_queue(tmp_path: Path) -> dict[str, str]:
+    """Settings that make the tracer read the fake driver's UVM tools queue (libfakedev.so)."""
+    tools, uvm = tmp_path / "nvidia-uvm-tools", tmp_path / "nvidia-uvm"
+    tools.touch()
+    return {"DEEPUM_FAULTS": "uvm-tools", "FAKEUVM_TOOLS": str(tools), "DEEPUM_UVM_TOOLS": str(tools),
+            "FAKECUDA_UVM_DEVICE": str(uvm), "DEEPUM_UVM_DEVICE": str(uvm),
+            "LD_PRELOAD": f"{FAKE / 'libfakedev.so'}:{LIB}"}
+
+
 def test_the_tracer_takes_faults_from_the_uvm_queue_as_it_does_from_cupti(tmp_path):
     """DEEPUM_FAULTS=uvm-tools: the driver's event queue (the fake's, libfakedev.so) instead of
     CUPTI's UM counters, CUPTI stamping its kernel records with the queue's clock."""
-    tools, uvm = tmp_path / "nvidia-uvm-tools", tmp_path / "nvidia-uvm"
-    tools.touch()
-    queue = {"DEEPUM_FAULTS": "uvm-tools", "FAKEUVM_TOOLS": str(tools), "DEEPUM_UVM_TOOLS": str(tools),
-             "FAKECUDA_UVM_DEVICE": str(uvm), "DEEPUM_UVM_DEVICE": str(uvm),
-             "LD_PRELOAD": f"{FAKE / 'libfakedev.so'}:{LIB}"}
+    queue = uvm_queue(tmp_path)
     r_cupti, from_cupti = traced(tmp_path, "train", "3")
     r_queue, from_queue = traced(tmp_path, "train", "3", env=queue)
     assert r_queue.warnings() == [], r_queue.stderr
@@ -683,6 +688,57 @@ def test_the_tracer_takes_faults_from_the_uvm_queue_as_it_does_from_cupti(tmp_pa
     # the same blocks, attributed to the same launches, with the same access types
     assert per_iteration(b) == per_iteration(a) and len(per_iteration(b)) == 3 and per_iteration(b)[0]
     assert b.meta["source"]["launches_matched"] == 12
+
+
+def blocks_by_launch(t: Trace) -> list[list[tuple[str, list[int]]]]:
+    """Per iteration: each launch's kernel and the blocks faulted under it (relative to the first allocation)."""
+    base = int(t.records[t.records["type"] == ALLOC]["addr"].min())
+    by_hash = {name_hash(k): k for k in TRAIN_KERNELS}
+    out = []
+    for records in iterations_of(t):
+        launches = records[records["type"] == LAUNCH]
+        faults = records[records["type"] == FAULT]
+        out.append([(by_hash[int(h)], sorted((int(a) - base) >> 21 for a in faults[faults["exec_id"] == e]["addr"]))
+                    for h, e in zip(launches["addr"], launches["exec_id"])])
+    return out
+
+
+# The blocks each launch of scenario_train touches: a (0, 1), b (2), c (3, 4), d (5).
+TRAIN_ACCESSES = [("vec_add", [0, 1, 2, 3, 4]), ("scale", [5]), ("fill", [2]), ("adam", [0, 1, 5])]
+
+
+@pytest.mark.parametrize("source", ["uvm-tools", "cupti"])
+def test_per_launch_access_sets_record_every_block_each_launch_touches(tmp_path, source):
+    """DEEPUM_TRACE_ACCESS_SET=launch: after every launch the tracer waits for it and moves what it
+    brought in back to the host, so the next launch faults in all it touches, not only its first touches."""
+    env = {"DEEPUM_TRACE_ACCESS_SET": "launch", **(uvm_queue(tmp_path) if source == "uvm-tools" else {})}
+    r, capture = traced(tmp_path, "train", "3", env=env)
+    assert r.warnings() == [], r.stderr
+    assert "O,per-launch" in capture.read_text().splitlines()
+    t = import_file(capture)
+    assert t.per_launch and t.access_set
+    assert blocks_by_launch(t) == [TRAIN_ACCESSES] * 3
+    _, first_touch = traced(tmp_path, "train", "3", env={k: v for k, v in env.items() if k != "DEEPUM_TRACE_ACCESS_SET"})
+    plain = import_file(first_touch)
+    assert not plain.per_launch
+    assert blocks_by_launch(plain)[0] == [("vec_add", [0, 1, 2, 3, 4]), ("scale", [5]), ("fill", []), ("adam", [])]
+
+    # After each traced launch: a synchronize, then the blocks back to the host and a synchronize.
+    calls = [c for c in r.calls if c.name.startswith("cu")]
+    launches = [i for i, c in enumerate(calls) if c.name == "cuLaunchKernel"] + [len(calls)]
+    after = []  # each launch's calls up to its second synchronize (what follows may be a mark's)
+    for i, j in zip(launches[:12], launches[1:13]):
+        names = [c.name for c in calls[i + 1:j]]
+        assert names[0] == "cuCtxSynchronize" and "cuCtxSynchronize" in names[1:]
+        after.append(calls[i + 1:i + 2 + names.index("cuCtxSynchronize", 1)])
+        assert "cuMemPrefetchAsync" in [c.name for c in after[-1]]
+    if source == "uvm-tools":
+        # only what the launch brought in, in runs clipped to the allocations: vec_add's blocks 0-4
+        # are a, b and c (three calls), adam's a and d (two)
+        base = int(t.records[t.records["type"] == ALLOC]["addr"].min())
+        moved = [[((int(c.args["addr"], 16) - base) >> 20, int(c.args["size"]) >> 20)
+                  for c in between if c.name == "cuMemPrefetchAsync"] for between in after[:4]]
+        assert moved == [[(0, 3), (4, 1), (6, 4)], [(10, 2)], [(4, 1)], [(0, 3), (10, 2)]]
 
 
 def test_access_set_marks_move_every_managed_allocation_to_the_host_first(tmp_path):
@@ -816,7 +872,7 @@ def test_deepumctl_trace_record_writes_a_trace_that_replays(tmp_path):
                      "./cuda_app", "symbol", "train", "3")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok train\n"
-    assert f"{out}: " in done.stderr and "2 iterations (access-set)" in done.stderr
+    assert f"{out}: " in done.stderr and "2 iterations, first touches per iteration" in done.stderr
     assert "per iteration (median): 4 launches, 6 distinct blocks" in done.stderr
     assert "launches matched to CUPTI kernels: 8 of 8" in done.stderr
     t = Trace.read(out)
@@ -828,6 +884,21 @@ def test_deepumctl_trace_record_writes_a_trace_that_replays(tmp_path):
     assert [it["accesses"] for it in json.loads(replayed.stdout)["iterations"]] == [6, 6]
     info = deepumctl(tmp_path, "trace", "info", "--json", str(out))
     assert json.loads(info.stdout)["counts"]["fault"] == 12
+
+
+def test_deepumctl_trace_record_per_launch_records_every_launchs_accesses(tmp_path):
+    out = tmp_path / "train.dut"
+    done = deepumctl(tmp_path, "trace", "record", "--per-launch", "--cupti", str(FAKE_CUPTI), "-o", str(out), "--",
+                     "./cuda_app", "symbol", "train", "2")
+    assert done.returncode == 0, done.stderr
+    assert "2 iterations, every launch's accesses" in done.stderr
+    t = Trace.read(out)
+    assert t.per_launch and t.meta["provenance"]["per_launch_asked"] and blocks_by_launch(t) == [TRAIN_ACCESSES] * 2
+    info = json.loads(deepumctl(tmp_path, "trace", "info", "--json", str(out)).stdout)
+    assert info["per_launch"] and info["counts"]["fault"] == 2 * sum(len(blocks) for _, blocks in TRAIN_ACCESSES)
+    refused = deepumctl(tmp_path, "trace", "record", "--per-launch", "--no-access-set", "-o", str(tmp_path / "x.dut"),
+                        "--", "./cuda_app", "symbol", "train", "1")
+    assert refused.returncode == 2 and "need the access set on" in refused.stderr and not (tmp_path / "x.dut").exists()
 
 
 @pytest.mark.parametrize("command, status, message", [
@@ -866,7 +937,20 @@ def test_capture_traces_records_validates_and_keeps_provenance(tmp_path, monkeyp
     assert trace.meta["provenance"]["run"] == {"workload": "fake"} and trace.meta["provenance"]["driver"]
     assert [i["blocks"] for i in provenance["per_iteration"]] == [6] * 6
     assert provenance["validation"]["ok"] is False  # four fake kernels are not GPT-2
-    assert any("6 iterations (access-set)" in line for line in provenance["tracer_summary"])
+    assert any("6 iterations, first touches per iteration" in line for line in provenance["tracer_summary"])
+
+
+def test_capture_traces_per_launch_names_and_flags_its_trace(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(GPU_SCRIPTS))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(FAKE))
+    monkeypatch.setenv("DEEPUM_DEVICE", str(tmp_path / "no-such-device"))
+    import capture_traces
+
+    worker = ["sh", "-c", f"{FAKE}/cuda_app symbol train 5 >/dev/null && echo '{{\"workload\": \"fake\"}}'"]
+    provenance = capture_traces.capture("gpt2", tmp_path, 5, 1, 60, worker=worker, per_launch=True)
+    assert "error" not in provenance and provenance["per_launch"], provenance
+    trace = Trace.read(tmp_path / "h200-gpt2-124m-bs8x512-perlaunch-5it.dut.gz")
+    assert trace.per_launch and blocks_by_launch(trace) == [TRAIN_ACCESSES] * 5
 
 
 def test_validate_trace_accepts_the_reference_and_rejects_another_workload(tmp_path):

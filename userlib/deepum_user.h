@@ -45,6 +45,13 @@ enum fault_source_choice {
 	FAULTS_CUPTI,		/* CUPTI Unified Memory counters */
 };
 
+/* What the tracer moves to the host, so that the GPU faults in what runs next. */
+enum access_set_choice {
+	ACCESS_SET_NONE,	/* nothing: faults are what the GPU lacked */
+	ACCESS_SET_ITERATION,	/* all managed memory at every mark: first touches per iteration */
+	ACCESS_SET_LAUNCH,	/* also what each launch brought in, after it: every launch's accesses */
+};
+
 enum deepum_delivery {
 	DELIVERY_WRITE,		/* cuStreamWriteValue64 into the launch page (default) */
 	DELIVERY_CALLBACK,	/* cuLaunchHostFunc, then SET_EXEC_ID (DeepUM's way) */
@@ -126,7 +133,7 @@ struct deepum_state {
 	char trace_path[4096];		/* DEEPUM_TRACE with %p expanded; "" for none */
 	char cupti_path[4096];		/* DEEPUM_CUPTI; "" to search */
 	u32 trace_iterations;		/* DEEPUM_TRACE_ITERATIONS; 0: as many as marked */
-	bool trace_access_set;		/* DEEPUM_TRACE_ACCESS_SET */
+	enum access_set_choice trace_access_set;	/* DEEPUM_TRACE_ACCESS_SET */
 
 	_Atomic bool active;		/* false: every hook passes straight through */
 	_Atomic(const char *) disabled_reason;

@@ -332,6 +332,7 @@ static bool read_config(void)
 	static const char *const deliveries[] = { "write", "callback", NULL };
 	static const char *const booleans[] = { "0", "1", NULL };
 	static const char *const fault_sources[] = { "auto", "uvm-tools", "cupti", NULL };
+	static const char *const access_sets[] = { "0", "1", "launch", NULL };	/* enum access_set_choice */
 	int mode, delivery, managed, access_set, faults;
 
 	/* First, so that the statistics can report any other bad setting. */
@@ -340,7 +341,7 @@ static bool read_config(void)
 	mode = env_choice("DEEPUM_MODE", modes, MODE_AUTO);
 	delivery = env_choice("DEEPUM_DELIVERY", deliveries, DELIVERY_WRITE);
 	managed = env_choice("DEEPUM_MANAGED", booleans, 0);
-	access_set = env_choice("DEEPUM_TRACE_ACCESS_SET", booleans, 1);
+	access_set = env_choice("DEEPUM_TRACE_ACCESS_SET", access_sets, ACCESS_SET_ITERATION);
 	faults = env_choice("DEEPUM_FAULTS", fault_sources, FAULTS_AUTO);
 	if (mode < 0 || delivery < 0 || managed < 0 || access_set < 0 || faults < 0)
 		return false;

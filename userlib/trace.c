@@ -47,8 +47,13 @@
  * iteration; the program runs on untraced.  At every mark the tracer waits
  * for the GPU, and with DEEPUM_TRACE_ACCESS_SET=1 (the default) first moves
  * every live managed allocation to the host, so that each iteration's UM
- * records are its complete first-touch stream.  Any failure writes one E
- * line and stops recording; the program itself is never affected.
+ * records are its complete first-touch stream.  With =launch it also waits
+ * for every launch and moves back what came in while it ran (the blocks the
+ * UVM queue saw fault or migrate in; everything, with CUPTI's counters), so
+ * that each launch's records are all the blocks it touched: a block used by
+ * ten kernels is in the trace ten times (line "O,per-launch").  Any failure
+ * writes one E line and stops recording; the program itself is never
+ * affected.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -56,6 +61,7 @@
 #include <stdio.h>
 #include <stdio_ext.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cupti_abi.h"
 #include "deepum_user.h"
@@ -92,6 +98,14 @@ static pthread_t queue_thread;
 static _Atomic bool queue_draining;	/* the thread runs */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;	/* one reader of the queue */
 static _Atomic u64 last_external_id;
+
+/* Per-launch access sets: the blocks that came in since the last launch went
+ * back, as block numbers (DEEPUM_DEFAULT_BLOCK_SHIFT); past TOUCHED_MAX the
+ * tracer moves all managed memory back instead. */
+enum { TOUCHED_MAX = 16384 };
+static u64 touched[TOUCHED_MAX];	/* under queue_lock */
+static u32 touched_len;			/* under queue_lock */
+static bool touched_overflow;		/* under queue_lock */
 
 static void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void trace_line(const char *fmt, ...)
@@ -153,6 +167,22 @@ static uint64_t queue_clock(void)
 }
 
 /* Everything the UVM queue holds now, as U lines. */
+/* Called with queue_lock held. */
+static void note_touched(const struct fault_event *e)
+{
+	u64 first = e->addr >> DEEPUM_DEFAULT_BLOCK_SHIFT;
+	u64 last = (e->addr + (e->bytes ? e->bytes : 1) - 1) >> DEEPUM_DEFAULT_BLOCK_SHIFT;
+
+	for (u64 blk = first; blk <= last && !touched_overflow; blk++) {
+		if (touched_len && touched[touched_len - 1] == blk)
+			continue;	/* a kernel's faults come block by block */
+		if (touched_len == TOUCHED_MAX)
+			touched_overflow = true;
+		else
+			touched[touched_len++] = blk;
+	}
+}
+
 static void drain_queue(void)
 {
 	static struct fault_event events[4096];
@@ -160,6 +190,10 @@ static void drain_queue(void)
 
 	pthread_mutex_lock(&queue_lock);
 	while ((n = faults_poll(events, sizeof(events) / sizeof(events[0])))) {
+		if (deepum.trace_access_set == ACCESS_SET_LAUNCH)
+			for (u32 i = 0; i < n; i++)
+				if (events[i].kind == EV_FAULT || events[i].kind == EV_MIGRATED_IN)
+					note_touched(&events[i]);
 		pthread_mutex_lock(&file_lock);
 		for (u32 i = 0; out && i < n; i++) {
 			const struct fault_event *e = &events[i];
@@ -357,6 +391,57 @@ static bool flush_to_host(void)
 		rc = REAL(cuCtxSynchronize)();
 	if (rc != CUDA_SUCCESS)
 		trace_fail("moving managed memory to the host failed (CUDA error %d)", rc);
+	pthread_mutex_lock(&queue_lock);
+	touched_len = 0;
+	touched_overflow = false;
+	pthread_mutex_unlock(&queue_lock);
+	return rc == CUDA_SUCCESS;
+}
+
+static int block_order(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* After a launch (ACCESS_SET_LAUNCH; mark_lock held): wait for it, then move
+ * what it brought in back to the host, in runs of adjacent blocks. */
+static bool launch_to_host(void)
+{
+	static u64 blocks[TOUCHED_MAX];
+	CUresult rc = CUDA_SUCCESS;
+	bool everything;
+	u32 n;
+
+	if (REAL(cuCtxSynchronize)() != CUDA_SUCCESS) {
+		trace_fail("cuCtxSynchronize failed after a launch");
+		return false;
+	}
+	if (!from_uvm_queue)
+		return flush_to_host();	/* CUPTI's counters are not read until flushed */
+	faults_flush();
+	drain_queue();
+	pthread_mutex_lock(&queue_lock);
+	everything = touched_overflow;
+	n = touched_len;
+	memcpy(blocks, touched, n * sizeof(*blocks));
+	touched_len = 0;
+	touched_overflow = false;
+	pthread_mutex_unlock(&queue_lock);
+	if (everything)
+		return flush_to_host();
+	qsort(blocks, n, sizeof(*blocks), block_order);
+	for (u32 i = 0, j; i < n && rc == CUDA_SUCCESS; i = j) {
+		for (j = i + 1; j < n && blocks[j] <= blocks[j - 1] + 1; j++)
+			;
+		managed_clip(blocks[i] << DEEPUM_DEFAULT_BLOCK_SHIFT,
+			     (blocks[j - 1] - blocks[i] + 1) << DEEPUM_DEFAULT_BLOCK_SHIFT, prefetch_to_host, &rc);
+	}
+	if (rc == CUDA_SUCCESS)
+		rc = REAL(cuCtxSynchronize)();
+	if (rc != CUDA_SUCCESS)
+		trace_fail("moving a launch's blocks to the host failed (CUDA error %d)", rc);
 	return rc == CUDA_SUCCESS;
 }
 
@@ -415,7 +500,7 @@ static void mark(void)
 		trace_fail("cuCtxSynchronize failed at an iteration mark");
 		return;
 	}
-	if (deepum.trace_access_set) {
+	if (deepum.trace_access_set != ACCESS_SET_NONE) {
 		if (!flush_to_host())
 			return;
 		flags |= DEEPUM_ITER_F_FLUSHED;
@@ -428,6 +513,8 @@ static void mark(void)
 		drain_queue();
 	}
 	ts = timestamp();
+	if (first && deepum.trace_access_set == ACCESS_SET_LAUNCH)
+		trace_line("O,per-launch");
 	trace_line("M,%u,%llu,%u", marks, (unsigned long long)ts, flags);
 	if (first)
 		managed_ranges_each(write_alloc_line, &ts);
@@ -476,6 +563,12 @@ void tracer_launch_exit(const struct launch *l, u64 id, CUresult rc)
 		stream_id = UINT32_MAX;	/* matched by correlation only */
 	trace_line("L,%llu,%u,%llx,%u,%llu,%u", (unsigned long long)id, l->exec_id,
 		   (unsigned long long)l->name_hash, l->slot, (unsigned long long)l->trace_ts, stream_id);
+	if (deepum.trace_access_set != ACCESS_SET_LAUNCH)
+		return;
+	pthread_mutex_lock(&mark_lock);
+	if (atomic_load(&tracer_recording) && !launch_to_host())
+		recording_stop();
+	pthread_mutex_unlock(&mark_lock);
 }
 
 void tracer_alloc(u64 base, u64 size)

@@ -1,5 +1,5 @@
 """What every deepumctl command shares: input errors exit 2, JSON output,
-progress bars on stderr."""
+progress bars on stderr, how a trace is described."""
 
 from __future__ import annotations
 
@@ -40,3 +40,9 @@ def progress(length: int, label: str):
 
 def gib(n: int) -> str:
     return f"{n / (1 << 30):.2f} GiB"
+
+
+def accesses_said(trace) -> str:
+    """What a trace's accesses are, for its one-line description."""
+    return (", every launch's accesses" if trace.per_launch else
+            ", first touches per iteration" if trace.access_set else "")

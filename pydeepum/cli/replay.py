@@ -8,7 +8,7 @@ from .. import calibration
 from ..config import ConfigError, make_config, parse_field_settings, parse_size
 from ..replay import FEEDBACK, ReplayReport, replay
 from ..trace import Trace
-from ._common import emit_json, fail_on_input_errors, gib, progress
+from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
 
 @click.command("replay")
@@ -48,7 +48,7 @@ def format_report(name: str, trace: Trace, r: ReplayReport) -> str:
     cap = gib(r.capacity_bytes) if r.capacity_bytes else "unlimited"
     lines = [
         f"trace     {name}: {r.trace_records:,} records, {len(r.iterations)} iterations, "
-        f"{trace.block_size >> 20} MiB blocks{', access-set' if trace.access_set else ''}",
+        f"{trace.block_size >> 20} MiB blocks{accesses_said(trace)}",
         f"replay    GPU capacity {cap}, feedback {r.feedback}, prefetch link {r.link_gbps:g} GB/s",
         "",
         f"{'iter':>4} {'accesses':>9} {'demand':>7} {'deepum':>7} {'coverage':>9} {'prefetch':>9}"

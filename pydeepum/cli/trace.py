@@ -15,7 +15,7 @@ from ..importers import import_file
 from ..run import FAULT_SOURCES, CommandNotRunnable, TraceNotRecorded, TraceOptions, record
 from ..synth import SynthSpec, generate
 from ..trace import EXEC_NONE, FAULT, Trace
-from ._common import emit_json, fail_on_input_errors, gib, progress
+from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 from .run import summary_lines
 
 
@@ -40,6 +40,7 @@ def trace_info(trace_path, as_json):
         "distinct_blocks": int(len(set(blocks.tolist()))),
         "exec_ids": int(len(set(t.records[t.records["type"] == 1]["exec_id"].tolist()))),
         "access_set": t.access_set,
+        "per_launch": t.per_launch,
         "flags": t.flags,
         "source": t.meta.get("source", {}),
     }
@@ -47,7 +48,7 @@ def trace_info(trace_path, as_json):
         emit_json(info)
         return
     click.echo(f"{trace_path}: {info['records']:,} records, {info['iterations']} iterations, "
-               f"{info['block_size'] >> 20} MiB blocks{', access-set' if t.access_set else ''}")
+               f"{info['block_size'] >> 20} MiB blocks{accesses_said(t)}")
     click.echo("  " + ", ".join(f"{k} {v:,}" for k, v in info["counts"].items()))
     click.echo(f"  {info['distinct_blocks']:,} distinct blocks ({gib(info['distinct_blocks'] * t.block_size)}),"
                f" {info['exec_ids']:,} exec IDs")
@@ -91,8 +92,7 @@ def _recorded_summary(output: str, t: Trace) -> list[str]:
     iterations = t.iteration_summary()
     source = t.meta["source"]
     faults = t.records[t.records["type"] == FAULT]
-    lines = [f"{output}: {len(t.records):,} records, {len(iterations)} iterations"
-             f"{' (access-set)' if t.access_set else ''}"]
+    lines = [f"{output}: {len(t.records):,} records, {len(iterations)} iterations{accesses_said(t)}"]
     if iterations:
         lines.append(f"  per iteration (median): {statistics.median(i['launches'] for i in iterations):,.0f} launches, "
                      f"{statistics.median(i['blocks'] for i in iterations):,.0f} distinct blocks")
@@ -110,6 +110,11 @@ def _recorded_summary(output: str, t: Trace) -> list[str]:
 @click.option("--access-set/--no-access-set", default=True, show_default=True,
               help="Move managed memory to the host at every mark, so each iteration records "
                    "its complete first-touch stream.")
+@click.option("--per-launch", is_flag=True,
+              help="Also wait for every launch and move what it brought in back to the host, so each "
+                   "launch records every block it touches, not only the iteration's first touches "
+                   "(slow: each block is faulted in and written back once per kernel using it; best "
+                   "with --faults uvm-tools, else all managed memory goes back after every launch).")
 @click.option("--cupti", type=click.Path(dir_okay=False), default=None,
               help="libcupti.so to load (default: the one the program loaded, or the library path's).")
 @click.option("--faults", type=click.Choice(FAULT_SOURCES), default="cupti", show_default=True,
@@ -122,7 +127,8 @@ def _recorded_summary(output: str, t: Trace) -> list[str]:
 @click.option("--note", "notes", multiple=True, metavar="KEY=VALUE", help="Provenance to record, repeatable.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @fail_on_input_errors
-def trace_record(output, iterations, access_set, cupti, faults, block_shift, keep_capture, notes, command):
+def trace_record(output, iterations, access_set, per_launch, cupti, faults, block_shift, keep_capture, notes,
+                 command):
     """Run COMMAND under libdeepum's tracer and write its trace.
 
     COMMAND marks each iteration's start, and the end of the last, with
@@ -136,8 +142,8 @@ def trace_record(output, iterations, access_set, cupti, faults, block_shift, kee
     """
     provenance = _parse_notes(notes)
     try:
-        t, result = record(command, TraceOptions(iterations=iterations, access_set=access_set, cupti=cupti,
-                                                faults=faults),
+        t, result = record(command, TraceOptions(iterations=iterations, access_set=access_set, per_launch=per_launch,
+                                                cupti=cupti, faults=faults),
                            block_shift, keep_capture=Path(keep_capture) if keep_capture else None)
     except CommandNotRunnable as e:
         click.echo(f"deepumctl trace record: {e}", err=True)

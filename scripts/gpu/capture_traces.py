@@ -2,14 +2,17 @@
 """Access-set traces of real training on the GPU, taken with deepum's own
 tracer (`deepumctl trace record`), with their provenance.
 
-usage: capture_traces.py --out DIR [--iterations 6] [--warmup 1] [--timeout 170] WORKLOAD...
+usage: capture_traces.py --out DIR [--iterations 6] [--warmup 1] [--timeout 170] [--per-launch] WORKLOAD...
        WORKLOAD: gpt2, bert, resnet50 (scripts/gpu/models.py); gpt2-tiny for a quick check
 
 For each workload, one process trains it under the tracer: --warmup
 untraced iterations, then --iterations traced ones (each marked with
 pydeepum.torch.mark_iteration(), and a last mark to close them); at every
 mark all managed memory goes back to the host, so each iteration records its
-complete first-touch stream.  Written to DIR:
+complete first-touch stream.  With --per-launch the tracer also moves what
+each launch brought in back to the host after it, so every launch records all
+the blocks it touches ("perlaunch" instead of "accessset" in the names; many
+times slower).  Written to DIR:
 
   h200-<workload>-accessset-<N>it.dut.gz   the trace (provenance in its metadata)
   h200-<workload>-accessset-<N>it.json     provenance: command, date, GPU, driver,
@@ -103,26 +106,29 @@ def driver_version() -> str:
         return "unknown"
 
 
+def stem(name: str, iterations: int, per_launch: bool) -> str:
+    return f"h200-{STEMS[name]}-{'perlaunch' if per_launch else 'accessset'}-{iterations}it"
+
+
 def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
-            worker: list[str] | None = None, faults: str = "cupti") -> dict:
+            worker: list[str] | None = None, faults: str = "cupti", per_launch: bool = False) -> dict:
     """Trace @name into @out; its provenance (with "error" if it failed).
     @worker replaces the training process (tests run the plumbing without a GPU)."""
     from pydeepum.trace import Trace
     from validate_trace import REFERENCE, compare
 
-    stem = f"h200-{STEMS[name]}-accessset-{iterations}it"
-    trace_path = out / f"{stem}.dut.gz"
+    trace_path = out / f"{stem(name, iterations, per_launch)}.dut.gz"
     worker = worker or [sys.executable, str(Path(__file__).resolve()), "--train", name, str(iterations), str(warmup)]
     cupti = find_cupti()
     command = [sys.executable, "-c", "from pydeepum.cli import cli; cli()", "trace", "record",
                "--iterations", str(iterations), "-o", str(trace_path), *(["--cupti", cupti] if cupti else []),
-               "--faults", faults, "--", *worker]
+               "--faults", faults, *(["--per-launch"] if per_launch else []), "--", *worker]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     provenance: dict = {
         "workload": name, "trace": trace_path.name, "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "driver": driver_version(), "iterations": iterations,
-        "access_set": True, "faults": faults,
+        "access_set": True, "per_launch": per_launch, "faults": faults,
     }
     started = time.monotonic()
     # A session of its own, so that a timeout stops the training process too, not only deepumctl.
@@ -172,14 +178,16 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=170)
     ap.add_argument("--faults", choices=("cupti", "uvm-tools"), default="cupti",
                     help="the tracer's fault source (uvm-tools where CUPTI reports none: ResNet-50)")
+    ap.add_argument("--per-launch", action="store_true", help="every launch's accesses, not first touches")
     args = ap.parse_args()
     if args.iterations < 5 or args.warmup < 1:
         ap.error("the traces need at least 5 iterations after at least 1 warm-up")
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.workloads:
-        provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout, faults=args.faults)
-        path = args.out / f"h200-{STEMS[name]}-accessset-{args.iterations}it.json"
+        provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout, faults=args.faults,
+                             per_launch=args.per_launch)
+        path = args.out / f"{stem(name, args.iterations, args.per_launch)}.json"
         path.write_text(json.dumps(provenance, indent=2) + "\n")
         failed |= "error" in provenance
         print(f"{name}: {provenance.get('error', 'ok')}; {path}")

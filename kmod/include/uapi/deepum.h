@@ -261,7 +261,9 @@ struct deepum_stats {
 
 #define DEEPUM_TRACE_F_ACCESS_SET	(1U << 0)	/* memory moved to the host at every iteration */
 #define DEEPUM_TRACE_F_SYNTHETIC	(1U << 1)	/* generated, not captured on a GPU */
-#define DEEPUM_TRACE_F_ALL		((1U << 2) - 1)
+#define DEEPUM_TRACE_F_PER_LAUNCH	(1U << 2)	/* and after every launch: every launch's
+							 * accesses, not only first touches */
+#define DEEPUM_TRACE_F_ALL		((1U << 3) - 1)
 
 struct deepum_trace_header {
 	__u32 magic;
