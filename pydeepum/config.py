@@ -104,6 +104,15 @@ def make_config(capacity_bytes: int = 0, **fields: int) -> Config:
     return checked(cfg)
 
 
+def as_the_engine_ran(config: dict[str, int]) -> dict[str, int]:
+    """An engine's checked configuration (its log's config line, its
+    statistics) as its core ran it: one that names no victim choice is from
+    before API 1.4, whose default was the oldest victims."""
+    if "flags" in config and not config["flags"] & constant("DEEPUM_CFG_F_VICTIMS"):
+        return {**config, "flags": config["flags"] | constant("DEEPUM_CFG_F_LRM_VICTIMS")}
+    return dict(config)
+
+
 def memory_bytes(cfg: Config) -> int:
     """What one core instance allocates with @cfg."""
     return int(lib.deepum_core_mem_bytes(to_cdata(checked(cfg))))

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from ._lowlevel import constant
+from .config import as_the_engine_ran
 from .errors import TraceFormatError
 from .trace import (
     ALLOC,
@@ -436,11 +437,7 @@ def import_engine_log(path: str | Path, block_shift: int = 21, progress: Progres
         kind, ts, keys, rest = _engine_log_line(line.split(), where)
         last_ts = ts
         if kind == "config":
-            config = {k: _int(v, 10, where) for k, v in keys.items()}
-            # An engine writes its checked configuration, which names the victim
-            # choice since API 1.4; none named is an older core's, the oldest victims.
-            if "flags" in config and not config["flags"] & constant("DEEPUM_CFG_F_VICTIMS"):
-                config["flags"] |= constant("DEEPUM_CFG_F_LRM_VICTIMS")
+            config = as_the_engine_ran({k: _int(v, 10, where) for k, v in keys.items()})
         elif kind == "iteration":
             b.add(ITERATION, ts, aux=_int(rest[0] if rest else "", 10, where))
             iterations += 1

@@ -22,14 +22,28 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import models  # noqa: E402
+
+
+def split_iterations(kernels: list[dict], profiled: int) -> list[list[dict]]:
+    """@kernels (sorted by start) as @profiled iterations of equal length
+    with the same kernel sequence, which synchronized training steps are.
+    (Splitting at the largest idle gaps, as this did first, cut BERT's
+    first profiled iteration at its host syncs.)"""
+    per, extra = divmod(len(kernels), profiled)
+    parts = [kernels[i * per:(i + 1) * per] for i in range(profiled)]
+    names = [[k["name"] for k in part] for part in parts]
+    if extra or not per or any(n != names[0] for n in names[1:]):
+        raise ValueError(f"{len(kernels)} kernels do not make {profiled} identical iterations")
+    return parts
 
 
 def main(name: str, out: str, timed: int = 10, profiled: int = 3) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import models
+
     workload = models.build(name)
     for _ in range(3):
         workload.step()
@@ -50,16 +64,13 @@ def main(name: str, out: str, timed: int = 10, profiled: int = 3) -> None:
     prof.export_chrome_trace(trace_path)
     with open(trace_path) as f:
         events = json.load(f)["traceEvents"]
-    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-    # Iterations are separated by the synchronize gaps: split on the largest gaps.
-    gaps = sorted(range(1, len(kernels)),
-                  key=lambda i: kernels[i]["ts"] - kernels[i - 1]["ts"] - kernels[i - 1]["dur"])[-(profiled - 1):]
-    bounds = [0] + sorted(gaps) + [len(kernels)]
+    iterations = split_iterations(sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"]),
+                                  profiled)
     with gzip.open(os.path.join(out, f"{name}-resident-kernels.csv.gz"), "wt", newline="") as f:
         w = csv.writer(f)
         w.writerow(["iteration", "start_ns", "dur_ns", "gx", "gy", "gz", "bx", "by", "bz", "name"])
-        for it in range(profiled):
-            for e in kernels[bounds[it]:bounds[it + 1]]:
+        for it, kernels in enumerate(iterations):
+            for e in kernels:
                 a = e.get("args", {})
                 g, b = a.get("grid", [0, 0, 0]), a.get("block", [0, 0, 0])
                 w.writerow([it, int(e["ts"] * 1000), int(e["dur"] * 1000), *g, *b, e["name"]])
@@ -67,7 +78,7 @@ def main(name: str, out: str, timed: int = 10, profiled: int = 3) -> None:
         "what": f"{workload.description}, resident (cudaMalloc)",
         "iteration_s": times,
         "median_iteration_s": sorted(times)[len(times) // 2],
-        "kernels_per_iteration": [bounds[i + 1] - bounds[i] for i in range(profiled)],
+        "kernels_per_iteration": [len(kernels) for kernels in iterations],
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
