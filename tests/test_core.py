@@ -277,8 +277,8 @@ def test_by_position_a_kernel_in_another_kernels_place_keeps_the_window():
 def test_by_position_the_window_crosses_into_the_next_iteration_unless_it_was_flushed():
     def next_iterations_prefetches(end) -> list[tuple[str, int, int]]:
         # Four kernels of one block each, room for three blocks besides the
-        # watermark's one, a window of two kernels.
-        core = Core(make_config(lookahead_kernels=2, capacity_bytes=4 * BLOCK, watermark_blocks=1))
+        # watermark's five, a window of two kernels (a quarter of 8 blocks).
+        core = Core(make_config(lookahead_kernels=2, capacity_bytes=8 * BLOCK, watermark_blocks=5))
         for it in range(3):
             feed(core, end(it), *(r for e in range(4) for r in (launch(e), fault(10 + e, e))))
         feed(core, end(3), launch(0), launch(1))
@@ -302,12 +302,28 @@ def test_pre_eviction_keeps_the_watermark_in_least_recently_migrated_order():
     assert core.stats().demand_evictions == 0
 
 
-def test_the_window_is_at_most_half_the_capacity():
-    core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=1))
-    _learn_chain(core, [[1, 2, 3, 4], [5, 6, 7, 8]])
-    # The running kernel's four fill memory but do not count; kernel 1 may
-    # have two blocks in the window, and there is no room for them anyway.
-    assert feed(core, launch(0)) == [("P", 1, 0), ("P", 2, 0), ("P", 3, 0)]
+def test_an_unset_window_is_a_quarter_of_the_capacity():
+    default = lib.DEEPUM_CFG_LOOKAHEAD_BLOCKS_DEFAULT
+    assert make_config().lookahead_blocks == default  # no capacity
+    assert make_config(capacity_bytes=100 * BLOCK).lookahead_blocks == 25
+    assert make_config(capacity_bytes=3 * BLOCK).lookahead_blocks == 1
+    assert make_config(capacity_bytes=8 * default * BLOCK).lookahead_blocks == default
+    assert make_config(capacity_bytes=100 * BLOCK, lookahead_blocks=50).lookahead_blocks == 50  # set: kept
+
+
+def test_the_window_holds_a_quarter_of_the_capacity_by_default_and_half_at_most():
+    def window(capacity_blocks: int, **fields: int) -> list[tuple[str, int, int]]:
+        core = Core(make_config(capacity_bytes=capacity_blocks * BLOCK, watermark_blocks=1, **fields))
+        _learn_chain(core, [[1], [2, 3, 4], [5, 6, 7], [8, 9, 10], [11, 12, 13]])
+        return feed(core, launch(0))
+
+    # Room for all 13 blocks each time; the window takes kernels (the running
+    # one's block does not count) while it holds fewer blocks than its budget.
+    own_and_next_two = [("P", 1, 0), ("P", 2, 1), ("P", 3, 1), ("P", 4, 1), ("P", 5, 2), ("P", 6, 2), ("P", 7, 2)]
+    next_three = own_and_next_two + [("P", 8, 3), ("P", 9, 3), ("P", 10, 3)]
+    assert window(16) == own_and_next_two  # a quarter: stops at 6 >= 4 blocks
+    assert window(32) == next_three  # at 9 >= 8
+    assert window(16, lookahead_blocks=1000) == next_three  # set: capped at half, 8
 
 
 def test_a_block_is_never_evicted_and_prefetched_by_the_same_record():
@@ -422,7 +438,7 @@ def test_victims_by_history_are_the_default_and_one_choice_excludes_the_others()
 
 
 def test_victims_are_never_in_the_predicted_window():
-    core = Core(make_config(capacity_bytes=4 * BLOCK, watermark_blocks=2))
+    core = Core(make_config(capacity_bytes=8 * BLOCK, watermark_blocks=6))
     _learn_chain(core, [[1], [2], [3], [4], [5]])
     # Room for 1 and 2 above the watermark; 3 would need a victim, and both are
     # predicted: stop.

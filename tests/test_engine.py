@@ -33,6 +33,9 @@ BUDGET_BLOCKS = 24
 # One kernel's blocks: pre-eviction keeps that much free, so that the faults the
 # engine has not answered yet still fit (userlib/README.md, "The budget").
 KERNEL_BLOCKS = 6
+# The window some tests were written for: half the budget (two kernels ahead;
+# the default, a quarter, holds one).
+HALF_BUDGET_WINDOW = {"DEEPUM_LOOKAHEAD_BLOCKS": str(BUDGET_BLOCKS // 2)}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -149,8 +152,8 @@ def test_evictions_come_before_the_prefetches_they_make_room_for(tmp_path):
 def test_a_block_is_fed_once_per_miss_however_many_pages_fault(tmp_path, source):
     """The GPU reports every faulting page; the core hears of each miss once,
     and of a late prefetch (a fault on a block it holds) once per kernel."""
-    one, _ = layers(tmp_path, source=source)
-    many, _ = layers(tmp_path, source=source, env={"FAKECUDA_FAULT_EVENTS": "8"})
+    one, _ = layers(tmp_path, source=source, env=HALF_BUDGET_WINDOW)
+    many, _ = layers(tmp_path, source=source, env={**HALF_BUDGET_WINDOW, "FAKECUDA_FAULT_EVENTS": "8"})
     a, b = counters(one), counters(many)
     assert b["fault_events"] == 8 * a["fault_events"]
     assert (b["faults_fed"], b["late_faults_fed"]) == (a["faults_fed"], a["late_faults_fed"])
@@ -186,6 +189,7 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
          "--core"], capture_output=True, text=True, check=True).stdout)["core"]
     assert replayed["config"] == r.stats["engine"]["config"]  # the log's first line, the statistics' copy
     assert replayed["config"]["capacity_blocks"] == BUDGET_BLOCKS
+    assert replayed["config"]["lookahead_blocks"] == BUDGET_BLOCKS // 4  # the default window: a quarter
     assert replayed["config"]["watermark_blocks"] == KERNEL_BLOCKS
     assert (replayed["prefetched_blocks"], replayed["evicted_blocks"]) == (got["prefetched_blocks"],
                                                                            got["evicted_blocks"])
@@ -257,8 +261,8 @@ def test_another_victim_choice_changes_the_victims_and_keeps_the_budget(tmp_path
     def victims(log: list[str]) -> list[str]:
         return [line.split()[1] for line in log if line.startswith("evict")]
 
-    _, plain = layers(tmp_path)
-    r, log = layers(tmp_path, env={setting: value})
+    _, plain = layers(tmp_path, env=HALF_BUDGET_WINDOW)
+    r, log = layers(tmp_path, env={**HALF_BUDGET_WINDOW, setting: value})
     assert victims(log) != victims(plain)
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
     assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]

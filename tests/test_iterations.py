@@ -17,7 +17,7 @@ import pytest
 from pydeepum.trace import ITERATION, LAUNCH, Trace
 from userlib_harness import FAKE, build
 
-TRACES = sorted((Path(__file__).resolve().parent / "data" / "libdeepum").glob("*.dut.gz"))
+TRACES = sorted((Path(__file__).resolve().parent / "data" / "libdeepum").glob("*-accessset-*.dut.gz"))
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -120,7 +120,7 @@ def test_bad_replay_options(gpt2, bad):
         replay(gpt2, make_config(), **bad)
 
 
-LIBDEEPUM_TRACES = sorted((Path(__file__).resolve().parent / "data" / "libdeepum").glob("*.dut.gz"))
+LIBDEEPUM_TRACES = sorted((Path(__file__).resolve().parent / "data" / "libdeepum").glob("*-accessset-*.dut.gz"))
 
 
 @pytest.mark.parametrize("path", LIBDEEPUM_TRACES, ids=lambda p: p.name.split("-")[1])

@@ -271,6 +271,21 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
     assert faults["deepum-user"] > 1.1 * faults["deepum-issuer"], faults
 
 
+def test_per_launch_traces_predict_the_measured_runs():
+    """scripts/validate_simulator's per-launch cases (issue 7): with every
+    block each kernel touches in the trace, `uvm` is within +-20% of every
+    measured demand run (GPT-2, BERT, ResNet-50; both budgets; four calls),
+    and `deepum-issuer` of GPT-2's runs with history victims.  (Not of all
+    engine runs: the script prints the rest.)"""
+    rows = load_script("validate_simulator").per_launch_cases()
+    demand = [r for r in rows if r.measured_run == "demand"]
+    assert len(demand) == 9 and {r.case.split("-")[0] for r in demand} == {"gpt2", "bert", "resnet50"}
+    assert all(r.within_bar for r in demand), [r for r in demand if not r.within_bar]
+    history_runs = {("gpt2-per-launch", "deepum-history"), ("gpt2-per-launch-2", "deepum")}
+    gpt2_history = [r for r in rows if (r.case, r.measured_run) in history_runs]
+    assert len(gpt2_history) == 3 and all(r.within_bar for r in gpt2_history), gpt2_history
+
+
 def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():
     """scripts/validate_simulator's cases (issue 7): at bench_train's 50% budget,
     `uvm` is within +-20% of the measured demand-paging runs, on GPT-2's
