@@ -170,6 +170,8 @@ class _Capture:
     """CUPTI correlation ID -> external ID (the launch that made that call)"""
     per_launch: bool = False
     """the tracer moved each launch's blocks back to the host after it ("O,per-launch")"""
+    faults: str | None = None
+    """where the tracer took UM records from ("O,faults=uvm-tools" or "=cupti"); None: not said"""
 
 
 def _fields(line: str, where: str, counts: tuple[int, ...], maxsplit: int = -1) -> list[str]:
@@ -211,9 +213,12 @@ def _parse_capture(path: Path, progress: Progress | None) -> _Capture:
             ts = _int(f[3], 10, where) if len(f) == 4 else last_marker_ts
             c.ranges.append((ts, ALLOC if kind == "A" else FREE, _int(f[1], 16, where), _int(f[2], 10, where)))
         elif kind == "O":
-            if line != "O,per-launch":
+            if line == "O,per-launch":
+                c.per_launch = True
+            elif line in ("O,faults=uvm-tools", "O,faults=cupti"):
+                c.faults = line.partition("=")[2]
+            else:
                 raise TraceFormatError(f"{where}: unknown capture option {line[2:]!r}")
-            c.per_launch = True
         elif kind == "E":
             raise TraceFormatError(f"{path}: the tracer failed: {line[2:]}")
         else:
@@ -368,6 +373,8 @@ def import_cupti_capture(path: str | Path, block_shift: int = 21,
         "exec_id_key": key,
         "kernels": names,
     }
+    if c.faults:
+        meta["source"]["faults"] = c.faults
     if c.launches:
         meta["source"].update(launches=len(c.launches), launches_matched=matched,
                               kernels=len(c.kernels), kernels_without_exec_id=kernel_exec.count(EXEC_NONE))

@@ -31,7 +31,7 @@ from .trace import Trace
 LIBRARY_ENV = "DEEPUM_LIB"
 DELIVERIES = ("write", "callback")
 MODES = ("auto", "observe", "user", "demand", "off")
-FAULT_SOURCES = ("cupti", "uvm-tools")  # the tracer's (DEEPUM_FAULTS)
+FAULT_SOURCES = ("auto", "uvm-tools", "cupti")  # the tracer's (DEEPUM_FAULTS); auto: the UVM queue, else CUPTI
 
 
 class LibraryNotFound(DeepumInputError):
@@ -62,7 +62,7 @@ class TraceOptions:
     access_set: bool = True  # managed memory to the host at every mark
     per_launch: bool = False  # and what each launch brought in, after it (every launch's accesses)
     cupti: str | None = None  # libcupti.so to load; None: libdeepum searches
-    faults: str = "cupti"  # UM records from CUPTI or from the UVM tools queue (DEEPUM_FAULTS)
+    faults: str = "auto"  # UM records from the UVM tools queue or from CUPTI (DEEPUM_FAULTS)
 
     def __post_init__(self) -> None:
         if self.iterations < 0:

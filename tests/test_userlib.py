@@ -673,6 +673,10 @@ def test_the_tracer_takes_faults_from_the_uvm_queue_as_it_does_from_cupti(tmp_pa
     assert any(line.startswith("U,4,") for line in capture) and any(line.startswith("U,1,") for line in capture)
     assert not [line for line in capture if line.startswith("E,")]
     a, b = import_file(from_cupti), import_file(from_queue)
+    # auto (the default): the queue where it can be read, else CUPTI's counters; the capture says which
+    assert (a.meta["source"]["faults"], b.meta["source"]["faults"]) == ("cupti", "uvm-tools")
+    _, from_auto = traced(tmp_path, "train", "3", env={k: v for k, v in queue.items() if k != "DEEPUM_FAULTS"})
+    assert "O,faults=uvm-tools" in from_auto.read_text().splitlines()
 
     def per_iteration(t: Trace) -> list[list[tuple[int, int, int]]]:
         base = int(t.records[t.records["type"] == ALLOC]["addr"].min())
@@ -739,6 +743,13 @@ def test_per_launch_access_sets_record_every_block_each_launch_touches(tmp_path,
         moved = [[((int(c.args["addr"], 16) - base) >> 20, int(c.args["size"]) >> 20)
                   for c in between if c.name == "cuMemPrefetchAsync"] for between in after[:4]]
         assert moved == [[(0, 3), (4, 1), (6, 4)], [(10, 2)], [(4, 1)], [(0, 3), (10, 2)]]
+
+
+def test_a_trace_asking_for_the_uvm_queue_without_one_fails_with_the_reason(tmp_path):
+    r, capture = traced(tmp_path, "train", "2", env={"DEEPUM_FAULTS": "uvm-tools", "DEEPUM_UVM_TOOLS": "/no/such/tools"})
+    assert r.stdout == "ok train\n"  # the program runs on
+    with pytest.raises(TraceFormatError, match="the tracer failed: no UVM event queue: /no/such/tools"):
+        import_file(capture)
 
 
 def test_access_set_marks_move_every_managed_allocation_to_the_host_first(tmp_path):

@@ -357,7 +357,7 @@ void iterations_program_marks(void);
 /* stats.c: an iteration mark iterations.c detected. */
 void deepum_mark_detected_iteration(void);
 /* Start the source DEEPUM_FAULTS asks for on @device; on failure @why says why. */
-bool faults_start(CUdevice device, char *why, size_t size);
+bool faults_start(CUdevice device, enum fault_source_choice choice, char *why, size_t size);
 /* "uvm-tools", "cupti": the one started; NULL if none was. */
 const char *faults_source_name(void);
 /* The events since the last call, at most @max (one reader at a time: the

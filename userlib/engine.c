@@ -1166,7 +1166,7 @@ void engine_start(struct deepum_launch_page *page)
 	    REAL(cuCtxGetDevice)(&engine.device) != CUDA_SUCCESS)
 		snprintf(why, sizeof(why), "no current CUDA context at the first launch");
 	else if (budget_fits(why, sizeof(why)) && core_create(why, sizeof(why)) && stream_create(why, sizeof(why)) &&
-		 faults_start(engine.device, why, sizeof(why))) {
+		 faults_start(engine.device, deepum.faults, why, sizeof(why))) {
 		if (deepum.engine_log_path[0])
 			engine.log = fopen(deepum.engine_log_path, "we");
 		log_config();

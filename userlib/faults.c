@@ -476,16 +476,16 @@ static void cupti_stop(void)
 
 /* ---- the choice --------------------------------------------------------- */
 
-bool faults_start(CUdevice device, char *why, size_t size)
+bool faults_start(CUdevice device, enum fault_source_choice choice, char *why, size_t size)
 {
 	char uvm_why[384] = "", cupti_why[384] = "";
 
-	if (deepum.faults != FAULTS_CUPTI) {
+	if (choice != FAULTS_CUPTI) {
 		if (uvm_start(uvm_why, sizeof(uvm_why))) {
 			source.running = source.ran = SOURCE_UVM_TOOLS;
 			return true;
 		}
-		if (deepum.faults == FAULTS_UVM_TOOLS) {
+		if (choice == FAULTS_UVM_TOOLS) {
 			snprintf(why, size, "no UVM event queue: %s", uvm_why);
 			return false;
 		}

@@ -31,11 +31,13 @@
  * external-correlation records only for API records, hence DRIVER activity
  * is enabled and then ignored.)
  *
- * UM records come from CUPTI's Unified Memory counters, or, with
- * DEEPUM_FAULTS=uvm-tools, from the driver's UVM tools event queue
- * (faults.c), written as the same U lines: GPU page faults (kind 4, value 1,
- * flags the access type) and migrations (kind 1 to the GPU, 2 to the host,
- * value the bytes, flags the cause).  On the H200 CUPTI delivered no UM
+ * UM records come from the driver's UVM tools event queue (faults.c) where
+ * it can be read (DEEPUM_FAULTS=auto, the default, or uvm-tools), else from
+ * CUPTI's Unified Memory counters (DEEPUM_FAULTS=cupti, or auto without the
+ * queue), which on the H200 missed 5-10% of the blocks; the capture says
+ * which ("O,faults=..."), and both are written as the same U lines: GPU
+ * page faults (kind 4, value 1, flags the access type) and migrations (kind
+ * 1 to the GPU, 2 to the host, value the bytes, flags the cause).  On the H200 CUPTI delivered no UM
  * record once cuDNN was loaded (ResNet-50); the queue does not depend on it.
  * A thread of the tracer drains the queue while recording, and each mark
  * drains it before its M line.
@@ -224,25 +226,23 @@ static void *queue_drainer(void *arg)
 }
 
 /* The UVM queue instead of CUPTI's UM counters, on one clock with CUPTI's
- * kernel records. */
-static bool queue_start(CUdevice device)
+ * kernel records; on failure @why says why, and nothing is left running. */
+static bool queue_start(CUdevice device, char *why, size_t size)
 {
-	char why[512];
-
+	if (!faults_start(device, FAULTS_UVM_TOOLS, why, size))
+		return false;
 	if (!cupti.cuptiActivityRegisterTimestampCallback ||
 	    cupti.cuptiActivityRegisterTimestampCallback(queue_clock) != CUPTI_SUCCESS) {
-		trace_fail("CUPTI cannot stamp its records with the UVM queue's clock; trace with DEEPUM_FAULTS=cupti");
-		return false;
-	}
-	if (!faults_start(device, why, sizeof(why))) {
-		trace_fail("%s", why);
+		faults_stop();
+		snprintf(why, size, "CUPTI cannot stamp its records with the UVM queue's clock; "
+			 "trace with DEEPUM_FAULTS=cupti");
 		return false;
 	}
 	atomic_store(&queue_draining, true);
 	if (deepum_thread_start(&queue_thread, queue_drainer) != 0) {
 		atomic_store(&queue_draining, false);
 		faults_stop();
-		trace_fail("cannot start the thread that reads the UVM queue");
+		snprintf(why, size, "cannot start the thread that reads the UVM queue");
 		return false;
 	}
 	return true;
@@ -318,7 +318,7 @@ static void buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer
 static bool recording_start(void)
 {
 	CUpti_ActivityUnifiedMemoryCounterConfig um[sizeof(um_kinds) / sizeof(um_kinds[0])];
-	char why[256];
+	char why[512];
 	CUdevice device;
 
 	if (!cupti_load(why, sizeof(why))) {
@@ -329,9 +329,13 @@ static bool recording_start(void)
 		trace_fail("no current CUDA context at the first iteration mark");
 		return false;
 	}
-	from_uvm_queue = deepum.faults == FAULTS_UVM_TOOLS;
-	if (from_uvm_queue && !queue_start(device))
+	/* auto: the queue where it can be read (CUPTI's counters miss some faults). */
+	from_uvm_queue = deepum.faults != FAULTS_CUPTI && queue_start(device, why, sizeof(why));
+	if (!from_uvm_queue && deepum.faults == FAULTS_UVM_TOOLS) {
+		trace_fail("%s", why);
 		return false;
+	}
+	trace_line("O,faults=%s", from_uvm_queue ? "uvm-tools" : "cupti");
 	for (size_t i = 0; i < sizeof(um) / sizeof(um[0]); i++)
 		um[i] = (CUpti_ActivityUnifiedMemoryCounterConfig){
 			.scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,

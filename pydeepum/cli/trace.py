@@ -113,14 +113,15 @@ def _recorded_summary(output: str, t: Trace) -> list[str]:
 @click.option("--per-launch", is_flag=True,
               help="Also wait for every launch and move what it brought in back to the host, so each "
                    "launch records every block it touches, not only the iteration's first touches "
-                   "(slow: each block is faulted in and written back once per kernel using it; best "
-                   "with --faults uvm-tools, else all managed memory goes back after every launch).")
+                   "(slow: each block is faulted in and written back once per kernel using it; with "
+                   "CUPTI's counters all managed memory goes back after every launch).")
 @click.option("--cupti", type=click.Path(dir_okay=False), default=None,
               help="libcupti.so to load (default: the one the program loaded, or the library path's).")
-@click.option("--faults", type=click.Choice(FAULT_SOURCES), default="cupti", show_default=True,
-              help="Where GPU faults and migrations come from: CUPTI's Unified Memory counters, or the "
-                   "driver's event queue on /dev/nvidia-uvm-tools (when CUPTI reports none, e.g. once "
-                   "cuDNN is loaded).")
+@click.option("--faults", type=click.Choice(FAULT_SOURCES), default="auto", show_default=True,
+              help="Where GPU faults and migrations come from: the driver's event queue on "
+                   "/dev/nvidia-uvm-tools, or CUPTI's Unified Memory counters (which missed 5-10% of "
+                   "the blocks on the H200, and report none once cuDNN is loaded); auto: the queue "
+                   "where it can be read, else CUPTI.")
 @click.option("--block-shift", type=int, default=21, show_default=True, help="log2 of the UM block size.")
 @click.option("--keep-capture", type=click.Path(dir_okay=False), default=None,
               help="Also keep libdeepum's raw capture here (deepumctl trace import reads it).")
@@ -133,10 +134,11 @@ def trace_record(output, iterations, access_set, per_launch, cupti, faults, bloc
 
     COMMAND marks each iteration's start, and the end of the last, with
     pydeepum.torch.mark_iteration(); the trace starts at the first mark.
-    It runs in observe mode with managed memory, with CUPTI recording
-    kernels and Unified Memory activity, or kernels only with --faults
-    uvm-tools (the program must not use CUPTI itself, e.g. torch.profiler).  Exits with COMMAND's status, or 1 if
-    no trace could be made of it.
+    It runs in observe mode with managed memory, CUPTI recording kernels,
+    and Unified Memory activity from the UVM tools queue (or CUPTI's
+    counters: --faults); the program must not use CUPTI itself (e.g.
+    torch.profiler).  Exits with COMMAND's status, or 1 if no trace could
+    be made of it.
 
     deepumctl trace record --iterations 5 -o gpt2.dut.gz -- python train.py
     """

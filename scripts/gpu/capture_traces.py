@@ -111,7 +111,7 @@ def stem(name: str, iterations: int, per_launch: bool) -> str:
 
 
 def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
-            worker: list[str] | None = None, faults: str = "cupti", per_launch: bool = False) -> dict:
+            worker: list[str] | None = None, faults: str = "auto", per_launch: bool = False) -> dict:
     """Trace @name into @out; its provenance (with "error" if it failed).
     @worker replaces the training process (tests run the plumbing without a GPU)."""
     from pydeepum.trace import Trace
@@ -176,8 +176,8 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=170)
-    ap.add_argument("--faults", choices=("cupti", "uvm-tools"), default="cupti",
-                    help="the tracer's fault source (uvm-tools where CUPTI reports none: ResNet-50)")
+    ap.add_argument("--faults", choices=("auto", "uvm-tools", "cupti"), default="auto",
+                    help="the tracer's fault source (auto: the UVM queue where it can be read, else CUPTI)")
     ap.add_argument("--per-launch", action="store_true", help="every launch's accesses, not first touches")
     args = ap.parse_args()
     if args.iterations < 5 or args.warmup < 1:
