@@ -94,6 +94,10 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
 
 def compute_from_trace(trace: Trace) -> np.ndarray:
     """Each LAUNCH's own duration (right for traces taken without faults)."""
+    if trace.per_launch:
+        raise DeepumInputError("a per-launch trace's kernel durations include every fault the kernel took: "
+                               "give the compute times of a resident kernel profile "
+                               "(scripts/gpu/profile_resident.py; deepumctl simulate --compute FILE)")
     return trace.records[trace.records["type"] == LAUNCH]["len"].astype(np.uint64)
 
 

@@ -82,6 +82,12 @@ class Trace:
         """Every launch's accesses, not only each iteration's first touches."""
         return bool(self.flags & TRACE_PER_LAUNCH)
 
+    @property
+    def lists_every_access(self) -> bool:
+        """Per-launch or generated; a capture otherwise lists what faulted, so a
+        block used again within an iteration after it left the GPU is not in it."""
+        return bool(self.flags & (TRACE_PER_LAUNCH | TRACE_SYNTHETIC))
+
     def counts(self) -> dict[str, int]:
         kinds, n = np.unique(self.records["type"], return_counts=True)
         out = {name: 0 for name in RECORD_TYPES.values()}

@@ -100,3 +100,19 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_simulate_says_when_a_trace_lists_only_what_faulted():
+    data = GPT2_TRACE.parent
+    first_touch = run("simulate", str(GPT2_TRACE), "--policy", "uvm", "--capacity", "4G", "--steady-from", "4")
+    assert first_touch.exit_code == 0, first_touch.output
+    assert "note      the trace lists what faulted" in first_touch.output
+    per_launch = data / "libdeepum/h200-resnet50-bs32x224-perlaunch-5it.dut.gz"
+    profile = data / "h200/resnet50-resident-kernels.csv.gz"
+    every = run("simulate", str(per_launch), "--compute", str(profile), "--policy", "uvm", "--capacity", "1G",
+                "--keep-resident", "--steady-from", "3")
+    assert every.exit_code == 0, every.output
+    assert "every launch's accesses" in every.output and "note" not in every.output
+    # its kernel durations include every fault: compute must come from a resident profile
+    refused = run("simulate", str(per_launch), "--policy", "uvm")
+    assert refused.exit_code == 2 and "resident kernel profile" in refused.output

@@ -10,7 +10,7 @@ from ..errors import DeepumInputError
 from ..simulate import (POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model, records_simulated,
                         simulate)
 from ..trace import LAUNCH, Trace
-from ._common import emit_json, fail_on_input_errors, gib, progress
+from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
 
 def _capacities(text: str) -> list[int]:
@@ -62,7 +62,11 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
                    **report.as_dict()})
         return
     click.echo(f"trace     {trace_path}: iterations >= {steady_from}, compute from {compute_from}"
-               f"{', memory kept across iterations' if keep_resident else ''}")
+               f"{accesses_said(trace)}{', memory kept across iterations' if keep_resident else ''}")
+    if not trace.lists_every_access and any(caps):
+        click.echo("note      the trace lists what faulted: a block used again after it was evicted within an "
+                   "iteration is not in it, so times under a capacity are optimistic (deepumctl trace record "
+                   "--per-launch lists every access)")
     click.echo(f"\n{'policy':13} {'capacity':>11} {'iter ms':>9} {'ideal ms':>9} {'of ideal':>8}"
                f" {'faults':>8} {'H2D GiB':>8} {'accuracy':>8}")
     for row in report.summary():
