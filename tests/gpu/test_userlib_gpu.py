@@ -119,3 +119,30 @@ def test_the_tracer_ties_every_fault_to_an_intercepted_launch(tmp_path):
     assert (launches["len"] > 0).mean() >= 0.99  # kernel durations from CUPTI
     replayed = subprocess.run([*DEEPUMCTL, "replay", str(out)], capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert replayed.returncode == 0, replayed.stderr
+
+
+def test_per_launch_tracing_records_every_access_and_first_touch_the_same_blocks(tmp_path):
+    """A small GPT-2 traced twice: per launch and first touch (both from the UVM
+    queue, the tracer's default where it can be read).  Per launch, each
+    iteration lists the same accesses, many more than its distinct blocks,
+    which are the first-touch trace's."""
+    sys.path.insert(0, str(ROOT / "scripts/gpu"))
+    from capture_traces import find_cupti
+
+    cupti = find_cupti()
+    worker = [sys.executable, str(ROOT / "scripts/gpu/capture_traces.py"), "--train", "gpt2-tiny", "3", "1"]
+    traces = {}
+    for how in ("--per-launch", "--access-set"):
+        out = tmp_path / f"tiny{how}.dut.gz"
+        done = subprocess.run([*DEEPUMCTL, "trace", "record", how, "--iterations", "3", "-o", str(out),
+                               *(["--cupti", cupti] if cupti else []), "--", *worker],
+                              capture_output=True, text=True, timeout=600, env=ENV, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-4000:]
+        traces[how] = Trace.read(out)
+        assert traces[how].meta["source"]["faults"] == "uvm-tools"
+    every, first = traces["--per-launch"], traces["--access-set"]
+    assert every.per_launch and not first.per_launch
+    per_launch, first_touch = every.iteration_summary(), first.iteration_summary()
+    assert len({i["faults"] for i in per_launch}) == 1, per_launch  # the same accesses every iteration
+    assert all(i["faults"] >= 2 * i["blocks"] for i in per_launch), per_launch
+    assert [i["blocks"] for i in per_launch] == [i["blocks"] for i in first_touch], (per_launch, first_touch)
