@@ -37,8 +37,9 @@
  * queue), which on the H200 missed 5-10% of the blocks; the capture says
  * which ("O,faults=..."), and both are written as the same U lines: GPU
  * page faults (kind 4, value 1, flags the access type) and migrations (kind
- * 1 to the GPU, 2 to the host, value the bytes, flags the cause).  On the H200 CUPTI delivered no UM
- * record once cuDNN was loaded (ResNet-50); the queue does not depend on it.
+ * 1 to the GPU, 2 to the host, value the bytes, flags the cause).  On the
+ * H200 CUPTI delivered no UM record once cuDNN was loaded (ResNet-50); the
+ * queue does not depend on it.
  * A thread of the tracer drains the queue while recording, and each mark
  * drains it before its M line.
  *
