@@ -45,9 +45,10 @@
  *
  * All timestamps are CUPTI's (cuptiGetTimestamp), the clock of its kernel
  * and UM records; with the UVM queue, CUPTI is asked to stamp its records
- * with the queue's clock (CLOCK_MONOTONIC_RAW), and the tracer uses it too.  Recording starts at the first deepum_mark_iteration() and
- * stops at the (DEEPUM_TRACE_ITERATIONS + 1)-th, which closes the last
- * iteration; the program runs on untraced.  At every mark the tracer waits
+ * with the queue's clock (CLOCK_MONOTONIC_RAW), and the tracer uses it too.
+ * Recording starts at the first deepum_mark_iteration() and stops at the
+ * (DEEPUM_TRACE_ITERATIONS + 1)-th, which closes the last iteration; the
+ * program runs on untraced.  At every mark the tracer waits
  * for the GPU, and with DEEPUM_TRACE_ACCESS_SET=1 (the default) first moves
  * every live managed allocation to the host, so that each iteration's UM
  * records are its complete first-touch stream.  With =launch it also waits
