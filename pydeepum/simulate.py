@@ -31,6 +31,7 @@ POLICIES = {
     "deepum": constant("DUM_SIM_DEEPUM"),
     "deepum-user": constant("DUM_SIM_DEEPUM_USER"),
     "deepum-issuer": constant("DUM_SIM_DEEPUM_ISSUER"),
+    "deepum-split": constant("DUM_SIM_DEEPUM_SPLIT"),
     "oracle": constant("DUM_SIM_ORACLE"),
 }
 # Belady's MIN: the fewest bytes any policy moves, for the ideal bound (its times are no bound).

@@ -238,6 +238,20 @@ def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
     assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
 
 
+def test_write_backs_on_a_stream_of_their_own_stop_delaying_prefetches():
+    """deepum-split: the issuer engine with its write-backs on a stream of their
+    own; a prefetch then waits only for the room its round's write-backs make."""
+    t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
+    cap = 384 << 20
+    report = simulate(t, [cap], ["deepum-issuer", "deepum-split"], make_config(), cost_model(calibration.load()),
+                      compute_from_trace(t))
+    assert sum(it.evictions for it in report.steady("deepum-split", cap)) > 0
+    assert report.mean_time_ns("deepum-split", cap) < 0.95 * report.mean_time_ns("deepum-issuer", cap)
+    unlimited = simulate(t, [0], ["deepum-issuer", "deepum-split"], make_config(), cost_model(calibration.load()),
+                         compute_from_trace(t))
+    assert unlimited.mean_time_ns("deepum-split", 0) == unlimited.mean_time_ns("deepum-issuer", 0)  # nothing to write
+
+
 def test_a_horizon_past_an_iteration_does_not_move_more_than_no_horizon(gpt2_kept):
     """GPT-2 with memory kept at 4.75 GiB, a horizon of 4,096 kernels (3.7
     iterations): a block keeps two marks, its next and its latest predicted

@@ -111,6 +111,12 @@ static bool one_stream(const struct dum_sim *s)
 	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER;
 }
 
+/* An engine in libdeepum: it evicts through the user API, which costs per range. */
+static bool user_api(const struct dum_sim *s)
+{
+	return one_stream(s) || s->policy == DUM_SIM_DEEPUM_SPLIT;
+}
+
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
 		   __u64 capacity_blocks, struct dum_sim **ret)
 {
@@ -139,7 +145,8 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	err = dum_residency_init(&s->res, checked.block_max);
 	if (err || !s->iv || !s->blocks)
 		goto out_fail;
-	if (policy == DUM_SIM_DEEPUM || policy == DUM_SIM_DEEPUM_USER || policy == DUM_SIM_DEEPUM_ISSUER) {
+	if (policy == DUM_SIM_DEEPUM || policy == DUM_SIM_DEEPUM_USER || policy == DUM_SIM_DEEPUM_ISSUER ||
+	    policy == DUM_SIM_DEEPUM_SPLIT) {
 		err = deepum_core_create(&checked, &s->core);
 		if (err)
 			goto out_fail;
@@ -346,7 +353,7 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 		return 0;
 	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
 	 * to the host); the module's backend evicts inside the driver. */
-	if (ranged && one_stream(s))
+	if (ranged && user_api(s))
 		cost += s->cost.evict_range_ns;
 	s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
 	if (one_stream(s))
@@ -705,6 +712,7 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 		case DUM_SIM_DEEPUM:
 		case DUM_SIM_DEEPUM_USER:
 		case DUM_SIM_DEEPUM_ISSUER:
+		case DUM_SIM_DEEPUM_SPLIT:
 			return access_deepum(s, rec, bytes);
 		case DUM_SIM_ORACLE:
 			return access_oracle(s, recs, next_use, i, n);

@@ -32,6 +32,10 @@
  *           without the core knowing;
  *   DEEPUM_ISSUER  DEEPUM_USER with DEEPUM_ISSUER=1: the driver calls are
  *           another thread's, and the core hears everything as it happens;
+ *   DEEPUM_SPLIT  DEEPUM_ISSUER with its write-backs on a stream (and
+ *           thread) of their own: a prefetch waits for the room its round's
+ *           write-backs make, not behind every command issued before it
+ *           (an engine libdeepum does not have: what one would gain);
  *   ORACLE  Belady eviction and aggressive prefetching at link bandwidth:
  *           blocks are fetched in order of need as early as the link and
  *           room allow (room: a write-back must be done first), evicting
@@ -53,7 +57,8 @@
 #define DUM_SIM_DEEPUM_USER 4
 #define DUM_SIM_MIN	5
 #define DUM_SIM_DEEPUM_ISSUER 6
-#define DUM_SIM_POLICY_MAX 6
+#define DUM_SIM_DEEPUM_SPLIT 7
+#define DUM_SIM_POLICY_MAX 7
 
 /* Costs, in ns and bytes per second (from a calibration file). */
 struct dum_sim_cost {
