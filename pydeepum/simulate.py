@@ -34,6 +34,8 @@ POLICIES = {
     "deepum-split": constant("DUM_SIM_DEEPUM_SPLIT"),
     "oracle": constant("DUM_SIM_ORACLE"),
 }
+# What `deepumctl simulate` runs unless told otherwise.
+DEFAULT_POLICIES = ("demand", "uvm", "deepum", "oracle")
 # Belady's MIN: the fewest bytes any policy moves, for the ideal bound (its times are no bound).
 _FEWEST_BYTES = "min"
 _NATIVE_POLICIES = {**POLICIES, _FEWEST_BYTES: constant("DUM_SIM_MIN")}

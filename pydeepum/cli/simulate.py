@@ -7,8 +7,8 @@ import click
 from .. import calibration
 from ..config import make_config, parse_field_settings, parse_size
 from ..errors import DeepumInputError
-from ..simulate import (POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model, records_simulated,
-                        simulate)
+from ..simulate import (DEFAULT_POLICIES, POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model,
+                        records_simulated, simulate)
 from ..trace import LAUNCH, Trace
 from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
@@ -24,7 +24,7 @@ def _capacities(text: str) -> list[int]:
 @click.argument("trace_path", metavar="TRACE", type=click.Path(dir_okay=False))
 @click.option("--capacity", default="0", show_default=True,
               help="GPU memory for UM, comma-separated, e.g. 24G,40G,80G; 0 = unlimited.")
-@click.option("--policy", "policies", default="demand,uvm,deepum,oracle", show_default=True,
+@click.option("--policy", "policies", default=",".join(DEFAULT_POLICIES), show_default=True,
               help=f"Comma-separated, of: {', '.join(POLICIES)}.")
 @click.option("--compute", "compute_from", default="trace", show_default=True,
               help="Kernel compute times: 'trace' (each launch's duration) or a resident kernel profile CSV.")
