@@ -388,6 +388,31 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     assert not [call for call in r.calls if call.result() == "invalid"]
 
 
+def test_a_writer_thread_writes_back_on_a_stream_of_its_own_and_prefetches_wait_for_it(tmp_path):
+    """DEEPUM_WRITER=1: eviction batches come from a second thread on a
+    stream of their own, prefetch batches from the issuer on the engine's
+    stream; each prefetch batch waits for the eviction batches handed over
+    before it (their room): on the host while the writer is still in the
+    driver (its calls take 5 ms here), then on the GPU for its event.  The
+    engine never waits for either queue."""
+    r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_WRITER": "1", "FAKECUDA_KERNEL_US": "2000",
+                                                 "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync@host=5000"})
+    c = counters(r)
+    assert r.stats["engine"]["issuer"] is True and r.stats["engine"]["writer"] is True
+    own, _, writes = r.named("cuStreamCreateWithPriority")
+    assert writes.args["flags"] == "1" and writes.args["priority"] == "0"
+    batches = r.named("cuMemPrefetchBatchAsync")
+    streams = {where: {b.args["stream"] for b in batches if b.args["location"] == where} for where in ("host", "device")}
+    assert streams == {"host": {writes.result()}, "device": {own.result()}}
+    assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0 and c["write_waits"] > 0
+    # the writer's queue fills up; batches join its newest job instead of stopping the engine
+    assert c["issuer_joins"] > 0 and c["issuer_waits"] == 0
+    waits = [w for w in r.named("cuStreamWaitEvent") if w.args["stream"] == own.result()]
+    assert c["write_waits"] <= len(waits) <= c["prefetch_calls"]
+    assert c["releases"] == len(r.named("cuMemFree_v2"))
+    assert not [call for call in r.calls if call.result() == "invalid"]
+
+
 def test_the_engine_settings_reach_its_core(tmp_path):
     from pydeepum._lowlevel import lib
 

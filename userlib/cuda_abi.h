@@ -82,6 +82,7 @@ typedef struct CUmemLocation_st {
 } CUmemLocation;
 
 #define CU_STREAM_NON_BLOCKING 0x1
+#define CU_EVENT_DISABLE_TIMING 0x2
 
 typedef enum CUmemAttach_flags_enum {
 	CU_MEM_ATTACH_GLOBAL = 0x1,

@@ -119,6 +119,7 @@ struct deepum_state {
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
+	u32 writer;			/* DEEPUM_WRITER: evictions from another, on a stream of their own */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */
 	char uvm_tools_path[128];	/* DEEPUM_UVM_TOOLS */
 	char uvm_device_path[128];	/* DEEPUM_UVM_DEVICE: the driver's UVM file, as CUDA opened it */
@@ -175,8 +176,8 @@ void *deepum_hook_address(const char *symbol);
 /* calloc that DEEPUM_TEST_FAIL=alloc makes fail (test builds). */
 void *deepum_calloc(size_t n, size_t size);
 /* pthread_create for libdeepum's own threads, which take none of the
- * program's signals; 0 or an errno. */
-int deepum_thread_start(pthread_t *thread, void *(*main)(void *));
+ * program's signals: @main(@arg); 0 or an errno. */
+int deepum_thread_start(pthread_t *thread, void *(*main)(void *), void *arg);
 /* @template with "%p" replaced by the process ID, into @out; false if it
  * does not fit. */
 bool deepum_expand_pid(const char *template, char *out, size_t size);

@@ -83,7 +83,8 @@ enum {
 	IDLE_MAX_NS = 500000,
 	RELEASE_TIMEOUT_S = 60,
 	RECENT_FAULTS = 4096,		/* (block, exec ID) pairs fed lately, direct-mapped */
-	ISSUE_JOBS = 4,			/* batches handed to the issuer and not yet issued */
+	ISSUE_JOBS = 4,			/* batches handed to an issuer and not yet issued */
+	ISSUE_EVENTS = 64,		/* the writer's events, reused in turn */
 };
 
 #define BLOCK_SHIFT DEEPUM_DEFAULT_BLOCK_SHIFT
@@ -116,7 +117,9 @@ enum {
 	X(evict_bytes)                                                                        \
 	X(evict_ranges)                                                                       \
 	X(evict_calls)                                                                        \
-	X(issuer_waits)			/* batches that waited for room at the issuer */      \
+	X(issuer_waits)			/* batches that waited for room at an issuer */       \
+	X(issuer_joins)			/* ... that joined the newest waiting job instead */  \
+	X(write_waits)			/* prefetch batches that waited for the writer */     \
 	X(fallback_calls)		/* per-range cuMemPrefetchAsync: no batch entry point */ \
 	X(bytes_outside_managed)	/* parts of planned ranges in no live managed allocation */ \
 	X(h2d_prefetch_bytes)		/* migrated to the GPU by prefetches, as the source saw */ \
@@ -318,8 +321,8 @@ static void log_config(void)
 
 /* ---- applying commands --------------------------------------------------- */
 
-/* The driver calls for @b's ranges, on the engine's stream; empties @b. */
-static void issue_calls(struct batch *b)
+/* The driver calls for @b's ranges, on @stream; empties @b. */
+static void issue_calls(struct batch *b, CUstream stream)
 {
 	CUmemLocation where = { b->to_gpu ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
 				b->to_gpu ? engine.device : 0 };
@@ -330,7 +333,7 @@ static void issue_calls(struct batch *b)
 		if (engine.batch_api) {
 			size_t first_index = 0;
 			CUresult rc = REAL(cuMemPrefetchBatchAsync)(&b->ptr[at], &b->size[at], k, &where, &first_index,
-								    1, 0, engine.stream);
+								    1, 0, stream);
 
 			if (rc == CUDA_SUCCESS) {
 				if (b->to_gpu)
@@ -355,7 +358,7 @@ static void issue_calls(struct batch *b)
 		}
 		for (u32 i = at; i < at + k; i++) {
 			if (!cuda_ok(REAL(cuMemPrefetchAsync)(b->ptr[i], b->size[i], b->to_gpu ? engine.device : CU_DEVICE_CPU,
-							      engine.stream), "cuMemPrefetchAsync"))
+							      stream), "cuMemPrefetchAsync"))
 				return;
 			ADD(fallback_calls, 1);
 		}
@@ -372,108 +375,187 @@ static void issue_calls(struct batch *b)
  * those moments reached the core 200 ms late (p50).  The engine hands each
  * gathered batch over and goes on; the issuer makes the calls in order on
  * the engine's stream, so evictions still go before the prefetches that use
- * their room.  At most ISSUE_JOBS batches wait (the engine waits beyond),
- * so commands are at most that far behind the core's plan.  On the H200
+ * their room.  At most ISSUE_JOBS batches wait, so commands are at most that
+ * far behind the core's plan; beyond, a batch joins the newest waiting one
+ * if that goes the same way (the engine waited there before, deaf to faults
+ * for as long as a write-back took), else the engine waits.  On the H200
  * (2026-11-30, same calls): GPT-2, BERT and ResNet-50 at 50% and 75% budgets
  * ran 10-47% faster with it in five cells of six, 7% slower in one.
+ *
+ * The writer (DEEPUM_WRITER=1, with the issuer): a second such thread, with
+ * a stream of its own, for the eviction batches.  On one stream a prefetch
+ * waits behind every write-back issued before it, and the copies from the
+ * host wait while the link's other direction writes back.  Here a prefetch
+ * batch waits only for the eviction batches of its round and the ones
+ * before (their room): on the host until the writer made their calls, on
+ * the GPU for the event the writer records after each.
  */
-static struct {
+struct issuer {
+	const char *name;
+	CUstream stream;
 	pthread_mutex_t lock;
 	pthread_cond_t changed;		/* a job came or went, or stop */
 	struct batch jobs[ISSUE_JOBS];
+	u64 after_writes[ISSUE_JOBS];	/* the writer's jobs that must be issued first */
 	u64 handed, issued;		/* jobs; jobs[issued % ISSUE_JOBS] is next */
+	CUevent written[ISSUE_EVENTS];	/* the writer's: recorded after job k at k % ISSUE_EVENTS */
 	pthread_t thread;
 	bool running;			/* the thread was started (the engine's own) */
 	bool thread_ran;		/* ... at some time, for the statistics */
 	bool stop;
-} issuer = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
+};
+
+static struct issuer issuer = {
+	.name = "issuer", .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
+};
+static struct issuer writer = {
+	.name = "writer", .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
+};
+
+/* Before a prefetch job: the writer's first @n jobs issued, and the stream
+ * to wait for their copies.  A later job's event in the slot only waits
+ * longer; the writer never waits for the issuer, so this ends. */
+static void wait_for_writes(u64 n)
+{
+	CUevent written;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&writer.lock);
+	if (writer.issued < n)
+		ADD(write_waits, 1);
+	while (writer.issued < n && writer.running && !engine.stop)
+		pthread_cond_wait(&writer.changed, &writer.lock);
+	written = writer.written[(n - 1) % ISSUE_EVENTS];
+	pthread_mutex_unlock(&writer.lock);
+	if (!engine.stop)
+		cuda_ok(REAL(cuStreamWaitEvent)(issuer.stream, written, 0), "cuStreamWaitEvent");
+}
 
 static void *issuer_main(void *arg)
 {
-	(void)arg;
-	pthread_mutex_lock(&issuer.lock);
+	struct issuer *is = arg;
+
+	pthread_mutex_lock(&is->lock);
 	if (!cuda_ok(REAL(cuCtxSetCurrent)(engine.context), "cuCtxSetCurrent")) {
-		pthread_cond_broadcast(&issuer.changed);	/* the engine stops: wake its waits */
-		pthread_mutex_unlock(&issuer.lock);
+		pthread_cond_broadcast(&is->changed);	/* the engine stops: wake its waits */
+		pthread_mutex_unlock(&is->lock);
 		return NULL;
 	}
 	for (;;) {
-		while (issuer.issued == issuer.handed && !issuer.stop)
-			pthread_cond_wait(&issuer.changed, &issuer.lock);
-		if (issuer.issued == issuer.handed)
+		u64 job;
+
+		while (is->issued == is->handed && !is->stop)
+			pthread_cond_wait(&is->changed, &is->lock);
+		if (is->issued == is->handed)
 			break;
-		pthread_mutex_unlock(&issuer.lock);
-		issue_calls(&issuer.jobs[issuer.issued % ISSUE_JOBS]);
-		pthread_mutex_lock(&issuer.lock);
-		issuer.issued++;
-		pthread_cond_broadcast(&issuer.changed);
+		job = is->issued;
+		pthread_mutex_unlock(&is->lock);
+		wait_for_writes(is->after_writes[job % ISSUE_JOBS]);
+		issue_calls(&is->jobs[job % ISSUE_JOBS], is->stream);
+		if (is == &writer && !engine.stop)
+			cuda_ok(REAL(cuEventRecord)(is->written[job % ISSUE_EVENTS], is->stream), "cuEventRecord");
+		pthread_mutex_lock(&is->lock);
+		is->issued++;
+		pthread_cond_broadcast(&is->changed);
 	}
-	pthread_mutex_unlock(&issuer.lock);
+	pthread_mutex_unlock(&is->lock);
 	return NULL;
 }
 
-static bool issuer_start(char *why, size_t size)
+static bool issuer_start(struct issuer *is, char *why, size_t size)
 {
 	int err;
 
-	if (!deepum.issuer || engine.lockstep)
-		return true;
-	issuer.stop = false;
-	err = deepum_thread_start(&issuer.thread, issuer_main);
+	is->stop = false;
+	err = deepum_thread_start(&is->thread, issuer_main, is);
 	if (err)
-		snprintf(why, size, "cannot start its issuer thread: %s", strerror(err));
-	issuer.running = issuer.thread_ran = !err;
+		snprintf(why, size, "cannot start its %s thread: %s", is->name, strerror(err));
+	is->running = is->thread_ran = !err;
 	return !err;
 }
 
 /* Until every batch handed over was issued (or the engine stopped). */
-static void issuer_drain(void)
+static void issuer_drain(struct issuer *is)
 {
-	pthread_mutex_lock(&issuer.lock);
-	while (issuer.running && issuer.issued != issuer.handed && !engine.stop)
-		pthread_cond_wait(&issuer.changed, &issuer.lock);
-	pthread_mutex_unlock(&issuer.lock);
+	pthread_mutex_lock(&is->lock);
+	while (is->running && is->issued != is->handed && !engine.stop)
+		pthread_cond_wait(&is->changed, &is->lock);
+	pthread_mutex_unlock(&is->lock);
 }
 
-/* From the engine's thread, at its end. */
-static void issuer_stop(void)
+/* From the engine's thread, at its end.  The issuer first: it may be
+ * waiting for the writer. */
+static void issuer_stop(struct issuer *is)
 {
-	if (!issuer.running)
+	if (!is->running)
 		return;
-	pthread_mutex_lock(&issuer.lock);
-	issuer.stop = true;
-	pthread_cond_broadcast(&issuer.changed);
-	pthread_mutex_unlock(&issuer.lock);
-	pthread_join(issuer.thread, NULL);
-	issuer.running = false;
+	pthread_mutex_lock(&is->lock);
+	is->stop = true;
+	pthread_cond_broadcast(&is->changed);
+	pthread_mutex_unlock(&is->lock);
+	pthread_join(is->thread, NULL);
+	is->running = false;
 }
 
-/* @b's ranges to the driver, by the issuer if there is one; empties @b. */
+/* Every batch handed over issued, and the streams' work done. */
+static void issued_and_done(void)
+{
+	issuer_drain(&issuer);
+	issuer_drain(&writer);
+	if (!engine.stop)
+		cuda_ok(REAL(cuStreamSynchronize)(engine.stream), "cuStreamSynchronize");
+	if (!engine.stop && writer.running)
+		cuda_ok(REAL(cuStreamSynchronize)(writer.stream), "cuStreamSynchronize");
+}
+
+/* @b's ranges to the driver: evictions by the writer if there is one,
+ * everything else by the issuer if there is one; empties @b. */
 static void issue(struct batch *b)
 {
+	struct issuer *is = !b->to_gpu && writer.running ? &writer : &issuer;
 	struct batch *job;
+	u64 after_writes;
 
 	if (!b->n)
 		return;
-	if (!issuer.running) {
-		issue_calls(b);
+	if (!is->running) {
+		issue_calls(b, engine.stream);
 		return;
 	}
-	pthread_mutex_lock(&issuer.lock);
-	if (issuer.handed - issuer.issued == ISSUE_JOBS)
+	/* Only the engine's thread hands jobs over: writer.handed is its own. */
+	after_writes = is == &issuer && writer.running ? writer.handed : 0;
+	pthread_mutex_lock(&is->lock);
+	if (is->handed - is->issued == ISSUE_JOBS) {
+		/* Full: the newest job is not taken yet (ISSUE_JOBS > 1).  Joining
+		 * it keeps the engine listening, which waiting here would not. */
+		u64 newest = (is->handed - 1) % ISSUE_JOBS;
+
+		job = &is->jobs[newest];
+		if (job->to_gpu == b->to_gpu && job->n + b->n <= BATCH_ROOM) {
+			memcpy(&job->ptr[job->n], b->ptr, b->n * sizeof(b->ptr[0]));
+			memcpy(&job->size[job->n], b->size, b->n * sizeof(b->size[0]));
+			job->n += b->n;
+			is->after_writes[newest] = after_writes;
+			ADD(issuer_joins, 1);
+			goto out;
+		}
 		ADD(issuer_waits, 1);
-	while (issuer.handed - issuer.issued == ISSUE_JOBS && !engine.stop)
-		pthread_cond_wait(&issuer.changed, &issuer.lock);
+	}
+	while (is->handed - is->issued == ISSUE_JOBS && !engine.stop)
+		pthread_cond_wait(&is->changed, &is->lock);
 	if (!engine.stop) {
-		job = &issuer.jobs[issuer.handed % ISSUE_JOBS];
+		job = &is->jobs[is->handed % ISSUE_JOBS];
 		job->to_gpu = b->to_gpu;
 		job->n = b->n;
 		memcpy(job->ptr, b->ptr, b->n * sizeof(b->ptr[0]));
 		memcpy(job->size, b->size, b->n * sizeof(b->size[0]));
-		issuer.handed++;
-		pthread_cond_broadcast(&issuer.changed);
+		is->after_writes[is->handed % ISSUE_JOBS] = after_writes;
+		is->handed++;
+		pthread_cond_broadcast(&is->changed);
 	}
-	pthread_mutex_unlock(&issuer.lock);
+out:
+	pthread_mutex_unlock(&is->lock);
 	b->n = 0;
 }
 
@@ -889,9 +971,7 @@ static void take_release(void)
 	feed_free(base, size);
 	engine.dropping.base = engine.dropping.end = 0;
 	apply_commands();
-	issuer_drain();
-	if (!engine.stop)
-		cuda_ok(REAL(cuStreamSynchronize)(engine.stream), "cuStreamSynchronize");
+	issued_and_done();
 	pthread_mutex_lock(&engine.lock);
 	engine.release.pending = false;
 	engine.release.done = true;
@@ -997,7 +1077,8 @@ static void *engine_main(void *arg)
 				idle();
 		}
 	}
-	issuer_stop();
+	issuer_stop(&issuer);
+	issuer_stop(&writer);
 	faults_stop();
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
 	engine.cpu_ns = (u64)cpu.tv_sec * 1000000000ULL + (u64)cpu.tv_nsec;
@@ -1092,8 +1173,13 @@ static bool stream_create(char *why, size_t size)
 	 * which is the order a discard of its frees needs. */
 	if (rc == CUDA_SUCCESS)
 		rc = REAL(cuStreamCreateWithPriority)(&engine.legacy_discards, 0, least);
+	if (rc == CUDA_SUCCESS && deepum.writer)
+		rc = REAL(cuStreamCreateWithPriority)(&writer.stream, CU_STREAM_NON_BLOCKING, least);
+	for (u32 i = 0; i < ISSUE_EVENTS && rc == CUDA_SUCCESS && deepum.writer; i++)
+		rc = REAL(cuEventCreate)(&writer.written[i], CU_EVENT_DISABLE_TIMING);
 	if (rc != CUDA_SUCCESS)
 		snprintf(why, size, "cannot create its streams (CUDA error %d)", rc);
+	issuer.stream = engine.stream;
 	return rc == CUDA_SUCCESS;
 }
 
@@ -1123,7 +1209,7 @@ static void observer_start(void)
 	int err;
 
 	engine.positions = deepum_calloc(DEEPUM_PAGE_STREAMS, sizeof(*engine.positions));
-	err = engine.positions ? deepum_thread_start(&engine.observer, observer_main) : ENOMEM;
+	err = engine.positions ? deepum_thread_start(&engine.observer, observer_main, NULL) : ENOMEM;
 	if (!err) {
 		atomic_store_explicit(&engine.observing, true, memory_order_release);
 		return;
@@ -1133,22 +1219,37 @@ static void observer_start(void)
 	deepum_warn(message);
 }
 
+/* The issuer, then the writer (DEEPUM_WRITER), unless under test lockstep. */
+static bool issuers_start(char *why, size_t size)
+{
+	if (!deepum.issuer || engine.lockstep)
+		return true;
+	if (!issuer_start(&issuer, why, size))
+		return false;
+	if (deepum.writer && !issuer_start(&writer, why, size)) {
+		issuer_stop(&issuer);
+		return false;
+	}
+	return true;
+}
+
 static bool thread_start(char *why, size_t size)
 {
 	int err;
 
 	engine.running = true;
 	engine.lockstep = deepum_lockstep_enabled();
-	if (!issuer_start(why, size)) {
+	if (!issuers_start(why, size)) {
 		engine.running = false;
 		return false;
 	}
-	err = deepum_inject("engine-thread") ? EAGAIN : deepum_thread_start(&engine.thread, engine_main);
+	err = deepum_inject("engine-thread") ? EAGAIN : deepum_thread_start(&engine.thread, engine_main, NULL);
 	if (!err && deepum.observe_us)
 		observer_start();
 	if (err) {
 		engine.running = false;
-		issuer_stop();
+		issuer_stop(&issuer);
+		issuer_stop(&writer);
 		snprintf(why, size, "cannot start its thread: %s", strerror(err));
 	}
 	return !err;
@@ -1414,7 +1515,7 @@ void engine_write_stats(FILE *f)
 	snapshot(&now);
 	deepum_core_get_stats(engine.core, &core);
 	fprintf(f, ",\n  \"engine\": {\n    \"fault_source\": \"%s\", \"capacity_bytes\": %llu, \"block_bytes\": %llu,\n"
-		   "    \"batch_api\": %s, \"issuer\": %s, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
+		   "    \"batch_api\": %s, \"issuer\": %s, \"writer\": %s, \"cpu_ns\": %llu, \"core_ns\": %llu, \"source_drops\": %llu,\n"
 		   "    \"observed_peak_blocks\": %llu, \"model_peak_blocks\": %llu,\n"
 		   "    \"core\": {\"prefetches\": %llu, \"evictions\": %llu, \"demand_evictions\": %llu, "
 		   "\"discards\": %llu, \"faults\": %llu, \"faults_resident\": %llu, \"window_resets\": %llu, "
@@ -1422,7 +1523,7 @@ void engine_write_stats(FILE *f)
 		   "    \"config\": {\"%s},\n    \"counters\": {",
 		faults_source_name() ? faults_source_name() : "none", (unsigned long long)deepum.capacity,
 		1ULL << BLOCK_SHIFT, engine.batch_api ? "true" : "false", issuer.thread_ran ? "true" : "false",
-		(unsigned long long)engine.cpu_ns,
+		writer.thread_ran ? "true" : "false", (unsigned long long)engine.cpu_ns,
 		(unsigned long long)core.core_ns, (unsigned long long)faults_dropped(),
 		(unsigned long long)engine.observed_peak_blocks, (unsigned long long)engine.model_peak_blocks,
 		(unsigned long long)core.prefetches, (unsigned long long)core.evictions,

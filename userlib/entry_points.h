@@ -121,6 +121,9 @@
 	X(USE, cuStreamCreateWithPriority, -, NONE,                                            \
 	  (CUstream *stream, unsigned int flags, int priority), ())                            \
 	X(USE, cuStreamSynchronize, -, NONE, (CUstream stream), ())                            \
+	X(USE, cuEventCreate, -, NONE, (CUevent *event, unsigned int flags), ())              \
+	X(USE, cuEventRecord, -, NONE, (CUevent event, CUstream stream), ())                  \
+	X(USE, cuStreamWaitEvent, -, NONE, (CUstream stream, CUevent event, unsigned int flags), ()) \
 	X(MAYBE, cuMemPrefetchAsync, -, NONE,                                                   \
 	  (CUdeviceptr ptr, size_t size, CUdevice device, CUstream stream), ())                \
 	X(MAYBE, cuMemPrefetchBatchAsync, -, NONE,                                              \

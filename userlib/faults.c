@@ -282,7 +282,7 @@ static bool uvm_reader_start(char *why, size_t size)
 		return false;
 	}
 	atomic_store(&uvm.stop_reading, false);
-	err = deepum_thread_start(&uvm.reader, uvm_reader_main);
+	err = deepum_thread_start(&uvm.reader, uvm_reader_main, NULL);
 	if (err) {
 		snprintf(why, size, "cannot start the UVM queue's reader: %s", strerror(err));
 		return false;

@@ -180,7 +180,7 @@ void *deepum_calloc(size_t n, size_t size)
 	return deepum_inject("alloc") ? NULL : calloc(n, size);
 }
 
-int deepum_thread_start(pthread_t *thread, void *(*main)(void *))
+int deepum_thread_start(pthread_t *thread, void *(*main)(void *), void *arg)
 {
 	sigset_t all, saved;
 	int err;
@@ -188,7 +188,7 @@ int deepum_thread_start(pthread_t *thread, void *(*main)(void *))
 	/* The program's signals are for the program's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	err = pthread_create(thread, NULL, main, NULL);
+	err = pthread_create(thread, NULL, main, arg);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	return err;
 }
@@ -365,6 +365,7 @@ static bool read_config(void)
 	       env_number("DEEPUM_OBSERVE_US", 0, 100000, &deepum.observe_us) &&
 	       env_number("DEEPUM_EXEC_BY_PLACE", 0, 1, &deepum.exec_by_place) &&
 	       env_number("DEEPUM_ISSUER", 0, 1, &deepum.issuer) &&
+	       env_number("DEEPUM_WRITER", 0, 1, &deepum.writer) &&
 	       env_number("DEEPUM_POSITIONAL", 0, 1, &deepum.positional) &&
 	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
 	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&

@@ -241,7 +241,7 @@ static bool queue_start(CUdevice device, char *why, size_t size)
 		return false;
 	}
 	atomic_store(&queue_draining, true);
-	if (deepum_thread_start(&queue_thread, queue_drainer) != 0) {
+	if (deepum_thread_start(&queue_thread, queue_drainer, NULL) != 0) {
 		atomic_store(&queue_draining, false);
 		faults_stop();
 		snprintf(why, size, "cannot start the thread that reads the UVM queue");

@@ -38,6 +38,7 @@
  *
  * Knobs: FAKECUDA_FAIL=name[=code],...   make those entry points fail
  *        FAKECUDA_SLOW=name=us,...       make those entry points take that long
+ *                                        (cuMemPrefetchBatchAsync@host: to the host only)
  *        FAKECUDA_KERNEL_US=us           each kernel runs that long (the launch returns after)
  *        FAKECUDA_MEM_FREE=bytes         what cuMemGetInfo says is free (64 GiB)
  *        FAKECUDA_UVM_DEVICE=path        opened by cuInit, as the driver opens
@@ -939,10 +940,13 @@ EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr *ptrs, size_t *sizes, size_t
 					size_t *location_starts, size_t nlocations, unsigned long long flags,
 					CUstream stream)
 {
+	const char *slow_to_host = listed("FAKECUDA_SLOW", "cuMemPrefetchBatchAsync@host");
 	char ranges[6144];
 	int ok;
 
 	FAIL_IF_ASKED();
+	if (slow_to_host && locations && locations[0].type == CU_MEM_LOCATION_TYPE_HOST)
+		sleep_us(atol(slow_to_host));
 	pthread_mutex_lock(&lock);
 	ok = batch_valid(ptrs, sizes, count, flags, stream) && locations && location_starts && nlocations &&
 	     nlocations <= count && location_starts[0] == 0;
