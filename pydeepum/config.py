@@ -88,14 +88,24 @@ def _why_refused(cfg: Config) -> str:
     return f"flags=0x{cfg.flags:x} has unknown bits"
 
 
-def make_config(capacity_bytes: int = 0, **fields: int) -> Config:
-    """A checked Config: @capacity_bytes is GPU memory for UM (0: unlimited);
-    other keywords set struct fields by name."""
+def make_settings(**fields: int) -> Config:
+    """The fields named set, every other one unset (0), for cores whose
+    capacity comes later (the simulator's, one per capacity): the core's
+    defaults may depend on it (the window is at most a quarter of it), so
+    they are filled in only then.  Bad values are refused now."""
     unknown = set(fields) - {f.name for f in dataclasses.fields(Config)}
     if unknown:
         raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
-    # From unset fields: a default may depend on others (evict_scan on the victim choice).
     cfg = dataclasses.replace(_unset_config(), **fields)
+    checked(cfg)
+    return cfg
+
+
+def make_config(capacity_bytes: int = 0, **fields: int) -> Config:
+    """A checked Config: @capacity_bytes is GPU memory for UM (0: unlimited);
+    other keywords set struct fields by name."""
+    # From unset fields: a default may depend on others (evict_scan on the victim choice).
+    cfg = make_settings(**fields)
     if capacity_bytes:
         block = 1 << checked(cfg).block_shift
         if capacity_bytes < block:

@@ -257,11 +257,14 @@ def simulate(
     steady_from: int = 2,
     progress: Callable[[int], None] | None = None,
 ) -> SimReport:
-    """Simulate @trace at each capacity in bytes (0: unlimited) under each policy."""
+    """Simulate @trace at each capacity in bytes (0: unlimited) under each
+    policy.  Fields @cfg leaves unset (make_settings) take the core's
+    defaults for each capacity, as an engine given that budget would."""
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise DeepumInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
-    cfg = checked(dataclasses.replace(cfg, block_shift=trace.block_shift))
+    cfg = dataclasses.replace(cfg, block_shift=trace.block_shift)
+    checked(cfg)
     records = np.ascontiguousarray(trace.records)
     n = len(records)
     if len(compute_ns) != int((records["type"] == LAUNCH).sum()):
@@ -281,8 +284,10 @@ def simulate(
         if cap and not blocks:
             raise DeepumInputError(f"capacity {cap} B is less than one block")
         per_policy = {}
+        # Defaults left unset in @cfg are the core's for this capacity.
+        at_capacity = checked(dataclasses.replace(cfg, capacity_blocks=blocks))
         for policy in runs:
-            sim = _NativeSim(policy, cfg, cost, blocks)
+            sim = _NativeSim(policy, at_capacity, cost, blocks)
             for lo in range(0, n, _CHUNK):
                 sim.run(recs, comp, nu, n, lo, min(n, lo + _CHUNK))
                 if progress:

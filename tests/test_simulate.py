@@ -9,7 +9,7 @@ import pytest
 from testlib import BLOCK, DATA, blk, load_script, rec
 from pydeepum import calibration
 from pydeepum._lowlevel import lib
-from pydeepum.config import make_config
+from pydeepum.config import make_settings
 from pydeepum.errors import DeepumInputError
 from pydeepum.simulate import compute_from_profile, compute_from_trace, cost_model, simulate
 from pydeepum.synth import SynthSpec, generate
@@ -43,7 +43,7 @@ def one_kernel(blocks: list[int], iterations: int = 1) -> Trace:
 
 
 def run(trace: Trace, policy: str, capacity: int = 0):
-    report = simulate(trace, [capacity], [policy], make_config(), COST, compute_from_trace(trace),
+    report = simulate(trace, [capacity], [policy], make_settings(), COST, compute_from_trace(trace),
                       steady_from=0)
     return report.steady(policy, capacity)
 
@@ -125,7 +125,7 @@ def test_oracle_waits_for_the_room_an_eviction_makes():
     # 5 lands at 1 ms, 6 at 2 ms; 7 needs 5's room, free once 5 is written
     # back (1 + 2 = 3 ms), and lands at 4 ms. The kernel then computes 1 ms.
     trace = one_kernel([5, 6, 7])
-    report = simulate(trace, [2 * BLOCK], ["oracle"], make_config(),
+    report = simulate(trace, [2 * BLOCK], ["oracle"], make_settings(),
                       {**COST, "evict_bytes_per_sec": COST["evict_bytes_per_sec"] // 2}, compute_from_trace(trace),
                       steady_from=0)
     (it,) = report.steady("oracle", 2 * BLOCK)
@@ -163,7 +163,7 @@ def gpt2_kept():
 def gpt2_report(gpt2):
     cost = cost_model(calibration.load())
     compute = compute_from_profile(gpt2, PROFILE)
-    return simulate(gpt2, [0, 4 << 30], ["demand", "uvm", "deepum", "oracle"], make_config(), cost,
+    return simulate(gpt2, [0, 4 << 30], ["demand", "uvm", "deepum", "oracle"], make_settings(), cost,
                     compute, "profile")
 
 
@@ -209,11 +209,11 @@ def test_bad_requests(gpt2):
     cost = cost_model(calibration.load())
     compute = compute_from_trace(gpt2)
     with pytest.raises(DeepumInputError, match="unknown policy"):
-        simulate(gpt2, [0], ["magic"], make_config(), cost, compute)
+        simulate(gpt2, [0], ["magic"], make_settings(), cost, compute)
     with pytest.raises(DeepumInputError, match="less than one block"):
-        simulate(gpt2, [1024], ["uvm"], make_config(), cost, compute)
+        simulate(gpt2, [1024], ["uvm"], make_settings(), cost, compute)
     with pytest.raises(DeepumInputError, match="one compute time per LAUNCH"):
-        simulate(gpt2, [0], ["uvm"], make_config(), cost, compute[:-1])
+        simulate(gpt2, [0], ["uvm"], make_settings(), cost, compute[:-1])
     with pytest.raises(DeepumInputError, match="calibration lacks"):
         cost_model({"link_h2d_pinned_GBps": 1})
 
@@ -221,10 +221,30 @@ def test_bad_requests(gpt2):
 def test_synthetic_loop_under_pressure():
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 512 << 20  # of about 900 MiB touched per iteration
-    report = simulate(t, [cap], ["uvm", "deepum", "oracle"], make_config(),
+    report = simulate(t, [cap], ["uvm", "deepum", "oracle"], make_settings(),
                       cost_model(calibration.load()), compute_from_trace(t))
     assert report.mean_time_ns("oracle", cap) <= report.mean_time_ns("deepum", cap)
     assert report.mean_time_ns("deepum", cap) < report.mean_time_ns("uvm", cap)
+
+
+def test_unset_fields_take_the_cores_defaults_at_each_capacity():
+    """An engine given a budget leaves the window unset and its core takes at
+    most a quarter of the budget; the simulator does the same per capacity
+    (it had taken the default for no capacity, 1,024 blocks, at all of them)."""
+    from pydeepum.config import make_config
+
+    t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
+    cap = 512 << 20
+    quarter = (cap >> t.block_shift) // 4
+    cost, compute = cost_model(calibration.load()), compute_from_trace(t)
+
+    def times(cfg):
+        report = simulate(t, [cap], ["deepum"], cfg, cost, compute)
+        return [it.time_ns for it in report.iterations]
+
+    assert make_config(cap).lookahead_blocks == quarter
+    assert times(make_settings()) == times(make_settings(lookahead_blocks=quarter))
+    assert times(make_settings()) != times(make_config())  # checked with no capacity: 1,024
 
 
 def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
@@ -232,7 +252,7 @@ def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
     after another; the kernel module's backend overlaps them on the two links."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 512 << 20
-    report = simulate(t, [cap], ["deepum", "deepum-user"], make_config(), cost_model(calibration.load()),
+    report = simulate(t, [cap], ["deepum", "deepum-user"], make_settings(), cost_model(calibration.load()),
                       compute_from_trace(t))
     assert sum(it.evictions for it in report.steady("deepum-user", cap)) > 0
     assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
@@ -243,11 +263,11 @@ def test_write_backs_on_a_stream_of_their_own_stop_delaying_prefetches():
     own; a prefetch then waits only for the room its round's write-backs make."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 384 << 20
-    report = simulate(t, [cap], ["deepum-issuer", "deepum-split"], make_config(), cost_model(calibration.load()),
+    report = simulate(t, [cap], ["deepum-issuer", "deepum-split"], make_settings(), cost_model(calibration.load()),
                       compute_from_trace(t))
     assert sum(it.evictions for it in report.steady("deepum-split", cap)) > 0
     assert report.mean_time_ns("deepum-split", cap) < 0.95 * report.mean_time_ns("deepum-issuer", cap)
-    unlimited = simulate(t, [0], ["deepum-issuer", "deepum-split"], make_config(), cost_model(calibration.load()),
+    unlimited = simulate(t, [0], ["deepum-issuer", "deepum-split"], make_settings(), cost_model(calibration.load()),
                          compute_from_trace(t))
     assert unlimited.mean_time_ns("deepum-split", 0) == unlimited.mean_time_ns("deepum-issuer", 0)  # nothing to write
 
@@ -262,7 +282,7 @@ def test_a_horizon_past_an_iteration_does_not_move_more_than_no_horizon(gpt2_kep
     cap = 5102370816
     moved = {}
     for flags in (LRM_VICTIMS, lib.DEEPUM_CFG_F_HORIZON):
-        report = simulate(trace, [cap], ["deepum"], make_config(lookahead_kernels=4096, evict_scan=4096, flags=flags),
+        report = simulate(trace, [cap], ["deepum"], make_settings(lookahead_kernels=4096, evict_scan=4096, flags=flags),
                           cost_model(calibration.load()), compute)
         moved[flags] = sum(it.h2d_bytes for it in report.steady("deepum", cap))
     assert moved[lib.DEEPUM_CFG_F_HORIZON] < 0.8 * moved[LRM_VICTIMS], moved
@@ -279,7 +299,7 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
     simulated difference is gone (739 against 753)."""
     trace, compute = gpt2_kept
     cap = 5102370816
-    report = simulate(trace, [cap], ["deepum-user", "deepum-issuer"], make_config(flags=LRM_VICTIMS),
+    report = simulate(trace, [cap], ["deepum-user", "deepum-issuer"], make_settings(flags=LRM_VICTIMS),
                       cost_model(calibration.load()), compute)
     faults = {p: sum(it.faults for it in report.steady(p, cap)) for p in ("deepum-user", "deepum-issuer")}
     assert faults["deepum-user"] > 1.1 * faults["deepum-issuer"], faults

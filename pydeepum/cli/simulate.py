@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import calibration
-from ..config import make_config, parse_field_settings, parse_size
+from ..config import make_settings, parse_field_settings, parse_size
 from ..errors import DeepumInputError
 from ..simulate import (DEFAULT_POLICIES, POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model,
                         records_simulated, simulate)
@@ -45,7 +45,7 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
     caps = _capacities(capacity)
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     cost = cost_model(calibration.load(cal_path))
-    cfg = make_config(**parse_field_settings(sets))
+    cfg = make_settings(**parse_field_settings(sets))
     trace = Trace.read(trace_path)
     if keep_resident:
         trace = trace.without_flushes()
