@@ -633,6 +633,16 @@ def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monke
     assert not report["safety"]["ok"] and "safety rule" in report["error"] and report["budgets"] == []
 
 
+def test_bench_train_numerics_judge_every_managed_run_against_resident_noise():
+    numerics = load_script("bench_train").numerics
+    plain, again = [2.0, 1.5, 1.25], [2.0, 1.5, 1.2500001]  # noise 8e-8: the 1e-5 floor applies
+    n = numerics(plain, again, {"deepum": [2.0, 1.5, 1.25], "deepum-writer": [2.0, 1.5, 1.26], "demand": [2.0]})
+    assert {name: r["ok"] for name, r in n["runs"].items()} == {"deepum": True, "deepum-writer": False,
+                                                                "demand": False}  # too short: a run died
+    assert not n["ok"] and n["difference"] == pytest.approx(0.01 / 1.26)
+    assert numerics(plain, again, {"deepum": plain})["ok"] and not numerics(plain, again, {})["ok"]
+
+
 def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
     """scripts/gpu/pending_measurements: every step's commands, dry-run, use
     scripts that exist and bench_train runs it knows."""
