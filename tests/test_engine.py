@@ -576,6 +576,7 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         if args[0] == "probe":
             return ["echo", _json.dumps(probe)]
         total = int(args[2])
+        assert args[3:] == [], args  # deterministic kernels only for --smoke's numerics
         line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
                             "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0,
                             "libdeepum": True})
