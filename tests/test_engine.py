@@ -413,6 +413,22 @@ def test_a_writer_thread_writes_back_on_a_stream_of_its_own_and_prefetches_wait_
     assert not [call for call in r.calls if call.result() == "invalid"]
 
 
+def test_the_engine_counts_the_drivers_thrashing_heuristics_from_the_uvm_queue(tmp_path):
+    """The UVM queue's thrashing, throttling and remote-mapping events (the
+    driver serving pages without moving them) reach the engine's counters,
+    read with the driver's layouts; the fake reports one of each per
+    fault-driven migration (FAKEUVM_THRASHING=1), and nothing without it."""
+    r, _ = layers(tmp_path, source="uvm-tools", env={"FAKEUVM_THRASHING": "1"})
+    c = counters(r)
+    assert c["thrashing_events"] > 0 and c["throttled_pages"] == c["thrashing_events"]
+    assert c["thrashing_bytes"] == c["mapped_remote_bytes"] == c["h2d_fault_bytes"] > 0
+    assert c["fault_events"] > 0 and r.stats["engine"]["source_drops"] == 0
+    (tmp_path / "plain").mkdir()
+    plain = counters(layers(tmp_path / "plain", source="uvm-tools")[0])
+    assert plain["thrashing_events"] == plain["throttled_pages"] == plain["mapped_remote_bytes"] == 0
+    assert plain["h2d_fault_bytes"] > 0
+
+
 def test_the_engine_settings_reach_its_core(tmp_path):
     from pydeepum._lowlevel import lib
 
@@ -527,7 +543,8 @@ def test_the_uvm_tools_source_reads_the_drivers_queue(tmp_path, lockstep):
     assert init.line.startswith("ioctl UVM_TOOLS_INIT_EVENT_TRACKER_V2 entries=262144")
     assert counters(r)["faults_fed"] > 0
     enable = [c for c in r.named("ioctl") if "ENABLE_EVENTS" in c.line]
-    assert [c.args["types"] for c in enable] == ["0xc"]  # migrations and GPU faults
+    # migrations (2), GPU faults (3), thrashing detected (10), throttling (11), remote mappings (13)
+    assert [c.args["types"] for c in enable] == [hex(1 << 2 | 1 << 3 | 1 << 10 | 1 << 11 | 1 << 13)]
     assert r.stats["engine"]["source_drops"] == 0
     # what actually moved, as the driver reports it: no more than what was asked
     assert 0 < counters(r)["h2d_prefetch_bytes"] <= counters(r)["prefetch_bytes"]

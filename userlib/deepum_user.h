@@ -325,6 +325,10 @@ enum fault_kind {
 	EV_FAULT,		/* the GPU touched a page it did not hold */
 	EV_MIGRATED_IN,		/* bytes moved to the GPU */
 	EV_MIGRATED_OUT,	/* bytes moved off the GPU */
+	/* The driver's thrashing heuristics (the UVM queue only): */
+	EV_THRASHING,		/* pages found moving back and forth */
+	EV_THROTTLED,		/* a page's faults held back for a while */
+	EV_MAPPED_REMOTE,	/* bytes mapped where they are instead of moved */
 };
 
 /* Migration causes, the same numbers in CUPTI and the driver's queue. */
@@ -338,7 +342,7 @@ enum migration_cause {
 struct fault_event {
 	u64 ts;			/* the engine's clock (engine_clock_ns); 0: unknown */
 	u64 addr;
-	u64 bytes;		/* migrations */
+	u64 bytes;		/* migrations, thrashing and remote mappings */
 	u64 copy_begin_ns;	/* migrations: the copy, on one clock of the source's; */
 	u64 copy_end_ns;	/* ... both 0: unknown */
 	u32 kind;		/* enum fault_kind */

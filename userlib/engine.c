@@ -117,6 +117,10 @@ enum {
 	X(evict_bytes)                                                                        \
 	X(evict_ranges)                                                                       \
 	X(evict_calls)                                                                        \
+	X(thrashing_events)		/* the driver found pages moving back and forth ...  */ \
+	X(thrashing_bytes)                                                                    \
+	X(throttled_pages)		/* ... held a page's faults back */                    \
+	X(mapped_remote_bytes)		/* ... mapped pages where they are, not moved */      \
 	X(issuer_waits)			/* batches that waited for room at an issuer */       \
 	X(issuer_joins)			/* ... that joined the newest waiting job instead */  \
 	X(write_waits)			/* prefetch batches that waited for the writer */     \
@@ -945,6 +949,16 @@ static bool take_faults(void)
 			ADD(d2h_bytes, ev->bytes);
 			if (ev->detail == CAUSE_EVICTION)
 				ADD(driver_evictions, 1);
+			break;
+		case EV_THRASHING:
+			ADD(thrashing_events, 1);
+			ADD(thrashing_bytes, ev->bytes);
+			break;
+		case EV_THROTTLED:
+			ADD(throttled_pages, 1);
+			break;
+		case EV_MAPPED_REMOTE:
+			ADD(mapped_remote_bytes, ev->bytes);
 			break;
 		}
 	}

@@ -195,6 +195,13 @@ static bool uvm_attach_tracker(void)
 	return uvm_fd_find(uvm_tracker_on, NULL);
 }
 
+/* What the engine takes from the queue: faults, migrations and the
+ * thrashing heuristics' decisions. */
+#define UVM_EVENTS_TAKEN                                                                              \
+	(1ULL << UVM_EVENT_TYPE_MIGRATION | 1ULL << UVM_EVENT_TYPE_GPU_FAULT |                       \
+	 1ULL << UVM_EVENT_TYPE_THRASHING_DETECTED | 1ULL << UVM_EVENT_TYPE_THROTTLING_START |         \
+	 1ULL << UVM_EVENT_TYPE_MAP_REMOTE)
+
 static void uvm_event(const uint8_t *entry, struct fault_event *ev)
 {
 	if (entry[0] == UVM_EVENT_TYPE_GPU_FAULT) {
@@ -202,6 +209,20 @@ static void uvm_event(const uint8_t *entry, struct fault_event *ev)
 
 		*ev = (struct fault_event){ .kind = EV_FAULT, .ts = f->cpu_ns, .addr = f->address,
 					    .detail = f->access_type };
+	} else if (entry[0] == UVM_EVENT_TYPE_THRASHING_DETECTED) {
+		const struct uvm_thrashing *t = (const void *)entry;
+
+		*ev = (struct fault_event){ .kind = EV_THRASHING, .ts = t->cpu_ns, .addr = t->address,
+					    .bytes = t->size };
+	} else if (entry[0] == UVM_EVENT_TYPE_THROTTLING_START) {
+		const struct uvm_throttling *t = (const void *)entry;
+
+		*ev = (struct fault_event){ .kind = EV_THROTTLED, .ts = t->cpu_ns, .addr = t->address };
+	} else if (entry[0] == UVM_EVENT_TYPE_MAP_REMOTE) {
+		const struct uvm_map_remote *r = (const void *)entry;
+
+		*ev = (struct fault_event){ .kind = EV_MAPPED_REMOTE, .ts = r->cpu_ns, .addr = r->address,
+					    .bytes = r->size, .detail = r->cause };
 	} else {
 		const struct uvm_migration *m = (const void *)entry;
 
@@ -238,7 +259,7 @@ static u32 uvm_read(struct fault_event *out, u32 max)
 	for (; get != put && n < max; get = (get + 1) & mask) {
 		const uint8_t *entry = uvm.queue + (size_t)get * UVM_EVENT_ENTRY_BYTES;
 
-		if (entry[0] == UVM_EVENT_TYPE_GPU_FAULT || entry[0] == UVM_EVENT_TYPE_MIGRATION)
+		if (entry[0] < 64 && UVM_EVENTS_TAKEN & 1ULL << entry[0])
 			uvm_event(entry, &out[n++]);
 	}
 	atomic_store_explicit(&uvm.control->get_ahead, get, memory_order_release);
@@ -248,7 +269,12 @@ static u32 uvm_read(struct fault_event *out, u32 max)
 
 static u64 uvm_dropped(void)
 {
-	return uvm.control->dropped[UVM_EVENT_TYPE_GPU_FAULT] + uvm.control->dropped[UVM_EVENT_TYPE_MIGRATION];
+	u64 dropped = 0;
+
+	for (u32 type = 0; type < UVM_EVENT_TYPES_ALL; type++)
+		if (UVM_EVENTS_TAKEN & 1ULL << type)
+			dropped += uvm.control->dropped[type];
+	return dropped;
 }
 
 static void *uvm_reader_main(void *arg)
@@ -310,7 +336,7 @@ static u32 uvm_poll(struct fault_event *out, u32 max)
 static bool uvm_start(char *why, size_t size)
 {
 	struct uvm_enable_events enable = {
-		.event_types = 1ULL << UVM_EVENT_TYPE_MIGRATION | 1ULL << UVM_EVENT_TYPE_GPU_FAULT,
+		.event_types = UVM_EVENTS_TAKEN,
 	};
 
 	uvm.tools_fd = open(deepum.uvm_tools_path, O_RDWR | O_CLOEXEC);

@@ -205,7 +205,7 @@ static void drain_queue(void)
 			if (e->kind == EV_FAULT)
 				fprintf(out, "U,4,1,%llu,%llu,%llx,%u\n", (unsigned long long)e->ts,
 					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);
-			else
+			else if (e->kind == EV_MIGRATED_IN || e->kind == EV_MIGRATED_OUT)
 				fprintf(out, "U,%u,%llu,%llu,%llu,%llx,%u\n", e->kind == EV_MIGRATED_IN ? 1 : 2,
 					(unsigned long long)e->bytes, (unsigned long long)e->ts,
 					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);

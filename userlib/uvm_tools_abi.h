@@ -30,6 +30,9 @@ enum {
 enum {
 	UVM_EVENT_TYPE_MIGRATION = 2,
 	UVM_EVENT_TYPE_GPU_FAULT = 3,
+	UVM_EVENT_TYPE_THRASHING_DETECTED = 10,
+	UVM_EVENT_TYPE_THROTTLING_START = 11,
+	UVM_EVENT_TYPE_MAP_REMOTE = 13,
 	UVM_EVENT_TYPES_ALL = 64,
 	UVM_EVENT_ENTRY_BYTES = 72,		/* sizeof(UvmEventEntry_V2) */
 };
@@ -106,6 +109,42 @@ struct uvm_migration {
 	uint64_t end_gpu_ns;
 };
 
+/* The driver's thrashing heuristics (uvm_perf_thrashing.c), which can keep
+ * a page from migrating: UvmEventThrashingDetectedInfo_V2 (the processor mask
+ * that follows is not read), */
+struct uvm_thrashing {
+	uint8_t event_type;
+	uint8_t padding8;
+	uint16_t padding16;
+	uint32_t padding32;
+	uint64_t address;
+	uint64_t size;
+	uint64_t cpu_ns;
+};
+
+/* UvmEventThrottlingStartInfo_V2: a page's faults held back for a while, */
+struct uvm_throttling {
+	uint8_t event_type;
+	uint8_t padding8;
+	uint16_t processor_index;
+	uint32_t padding32;
+	uint64_t address;		/* one page */
+	uint64_t cpu_ns;
+};
+
+/* UvmEventMapRemoteInfo_V2: pages mapped where they are instead of moved. */
+struct uvm_map_remote {
+	uint8_t event_type;
+	uint8_t cause;
+	uint16_t padding16;
+	uint16_t src_index;		/* the processor that maps them */
+	uint16_t dst_index;		/* the one whose memory holds them */
+	uint64_t address;
+	uint64_t size;
+	uint64_t cpu_ns;
+	uint64_t gpu_ns;
+};
+
 _Static_assert(sizeof(struct uvm_init_event_tracker) == 56, "UVM_TOOLS_INIT_EVENT_TRACKER_PARAMS");
 _Static_assert(sizeof(struct uvm_enable_events) == 16, "UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS_PARAMS");
 _Static_assert(sizeof(struct uvm_control) == 528, "UvmToolsEventControlData");
@@ -115,5 +154,12 @@ _Static_assert(offsetof(struct uvm_gpu_fault, address) == 8 && offsetof(struct u
 _Static_assert(offsetof(struct uvm_migration, dst_index) == 6 && offsetof(struct uvm_migration, address) == 16 &&
 	       offsetof(struct uvm_migration, bytes) == 24 && offsetof(struct uvm_migration, begin_gpu_ns) == 56 &&
 	       sizeof(struct uvm_migration) == UVM_EVENT_ENTRY_BYTES, "UvmEventMigrationInfo_V2");
+_Static_assert(offsetof(struct uvm_thrashing, address) == 8 && offsetof(struct uvm_thrashing, size) == 16 &&
+	       offsetof(struct uvm_thrashing, cpu_ns) == 24, "UvmEventThrashingDetectedInfo_V2");
+_Static_assert(offsetof(struct uvm_throttling, processor_index) == 2 && offsetof(struct uvm_throttling, address) == 8 &&
+	       sizeof(struct uvm_throttling) == 24, "UvmEventThrottlingStartInfo_V2");
+_Static_assert(offsetof(struct uvm_map_remote, src_index) == 4 && offsetof(struct uvm_map_remote, address) == 8 &&
+	       offsetof(struct uvm_map_remote, size) == 16 && sizeof(struct uvm_map_remote) == 40,
+	       "UvmEventMapRemoteInfo_V2");
 
 #endif /* _DEEPUM_UVM_TOOLS_ABI_H */

@@ -12,6 +12,11 @@
  *                        and migration events of the fake driver's pretend
  *                        GPU are queued as nvidia-uvm queues them.
  *
+ * FAKEUVM_THRASHING=1: every fault-driven migration to the GPU is also
+ * reported as the driver's thrashing heuristics would report a page they
+ * pinned: thrashing detected, throttling started and the range mapped
+ * remotely (each only if enabled on the queue).
+ *
  * Each is logged to FAKECUDA_LOG next to the fake driver's lines, so tests
  * see all in one order.  Other ioctls go to libc.
  *
@@ -145,7 +150,7 @@ __attribute__((destructor)) static void launch_page_read(void)
 
 /* ---- the UVM tools event queue ----------------------------------------- */
 
-enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1b };
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_PAGE_FAULT = 4, CAUSE_FAULT = 2, NV_ERR_INSUFFICIENT_PERMISSIONS = 0x1b };
 
 static struct {
 	pthread_mutex_t lock;
@@ -200,6 +205,36 @@ static uint64_t cpu_clock_raw(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The events of the driver's thrashing heuristics for [address, address + bytes). */
+static void report_thrashing(uint64_t enabled, uint64_t address, uint64_t bytes)
+{
+	uint8_t entry[UVM_EVENT_ENTRY_BYTES] = { 0 };
+
+	if (enabled & 1ULL << UVM_EVENT_TYPE_THRASHING_DETECTED) {
+		struct uvm_thrashing t = { .event_type = UVM_EVENT_TYPE_THRASHING_DETECTED, .address = address,
+					   .size = bytes, .cpu_ns = cpu_clock_raw() };
+
+		memcpy(entry, &t, sizeof(t));
+		enqueue(entry, UVM_EVENT_TYPE_THRASHING_DETECTED);
+	}
+	if (enabled & 1ULL << UVM_EVENT_TYPE_THROTTLING_START) {
+		struct uvm_throttling t = { .event_type = UVM_EVENT_TYPE_THROTTLING_START, .address = address,
+					    .cpu_ns = cpu_clock_raw() };
+
+		memset(entry, 0, sizeof(entry));
+		memcpy(entry, &t, sizeof(t));
+		enqueue(entry, UVM_EVENT_TYPE_THROTTLING_START);
+	}
+	if (enabled & 1ULL << UVM_EVENT_TYPE_MAP_REMOTE) {
+		struct uvm_map_remote r = { .event_type = UVM_EVENT_TYPE_MAP_REMOTE, .src_index = 1, .address = address,
+					    .size = bytes, .cpu_ns = cpu_clock_raw() };
+
+		memset(entry, 0, sizeof(entry));
+		memcpy(entry, &r, sizeof(r));
+		enqueue(entry, UVM_EVENT_TYPE_MAP_REMOTE);
+	}
+}
+
 static void on_unified_memory(uint32_t kind, uint64_t value, uint64_t start, uint64_t end, uint64_t address,
 			      uint32_t flags)
 {
@@ -222,6 +257,8 @@ static void on_unified_memory(uint32_t kind, uint64_t value, uint64_t start, uin
 
 		memcpy(entry, &m, sizeof(m));
 		enqueue(entry, UVM_EVENT_TYPE_MIGRATION);
+		if (kind == UM_HTOD && flags == CAUSE_FAULT && getenv("FAKEUVM_THRASHING"))
+			report_thrashing(enabled, address, value);
 	}
 }
 
