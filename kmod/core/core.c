@@ -58,9 +58,11 @@ enum {
 	ITER_SEQ_MAX = 1 << 16,	/* launches of an iteration whose exec IDs the core remembers */
 };
 
-/* A victim candidate and the next use it was chosen by (0: none known). */
+/* A victim candidate, the next use it was chosen by (0: none known) and its
+ * place in the scan. */
 struct dum_victim {
 	u32 slot;
+	u32 scanned;
 	u64 use;
 };
 
@@ -97,7 +99,8 @@ struct deepum_core {
 	u32 pos_misses;		/* launches in a row that iter_seq did not predict */
 	bool iter_flushed;	/* the last iteration ended with everything on the host */
 
-	/* The best next-use victims of the last scan, best last; they stand
+	/* The best next-use victims of the last scan, best last (a heap, worst
+	 * first, while a scan fills it: keep_victim()); they stand
 	 * while the clock and the iteration position do (see find_victim). */
 	struct dum_victim victims[VICTIM_CACHE];
 	u32 victims_len;
@@ -463,27 +466,77 @@ static u64 next_use(const struct deepum_core *core, const struct dum_block *b)
 }
 
 /*
- * Keep @v among the scan's VICTIM_CACHE best, best last: the farthest next
- * use, a block with none known before any, and of equals the one nearer the
- * least recently migrated end (scanned first).
+ * Whether @a is a worse victim than @b: a nearer next use (a block with none
+ * known is the best), and of equals the one further from the least recently
+ * migrated end (scanned later).
+ */
+static bool worse_victim(const struct dum_victim *a, const struct dum_victim *b)
+{
+	u64 ka = a->use ? a->use : ~0ULL, kb = b->use ? b->use : ~0ULL;
+
+	return ka != kb ? ka < kb : a->scanned > b->scanned;
+}
+
+/* Restore the heap below @at: every entry no worse than its parent. */
+static void victims_sift_down(struct dum_victim *h, u32 n, u32 at)
+{
+	for (;;) {
+		u32 worst = at, l = 2 * at + 1, r = l + 1;
+		struct dum_victim t;
+
+		if (l < n && worse_victim(&h[l], &h[worst]))
+			worst = l;
+		if (r < n && worse_victim(&h[r], &h[worst]))
+			worst = r;
+		if (worst == at)
+			return;
+		t = h[at];
+		h[at] = h[worst];
+		h[worst] = t;
+		at = worst;
+	}
+}
+
+/*
+ * Keep @v among the scan's VICTIM_CACHE best, in a heap with the worst of
+ * them first (victims[0]), so that a candidate is judged against one entry
+ * and taken in O(log VICTIM_CACHE).
  */
 static void keep_victim(struct deepum_core *core, struct dum_victim v)
 {
-	u64 key = v.use ? v.use : ~0ULL;
-	u32 n = core->victims_len, at = 0;
+	struct dum_victim *h = core->victims;
+	u32 at;
 
-	while (at < n && (core->victims[at].use ? core->victims[at].use : ~0ULL) < key)
-		at++;
-	if (n == VICTIM_CACHE) {
-		if (!at)
+	if (core->victims_len == VICTIM_CACHE) {
+		if (!worse_victim(h, &v))
 			return;
-		memmove(&core->victims[0], &core->victims[1], (at - 1) * sizeof(v));
-		at--;
-	} else {
-		memmove(&core->victims[at + 1], &core->victims[at], (n - at) * sizeof(v));
-		core->victims_len++;
+		h[0] = v;
+		victims_sift_down(h, VICTIM_CACHE, 0);
+		return;
 	}
-	core->victims[at] = v;
+	for (at = core->victims_len++; at && worse_victim(&v, &h[(at - 1) / 2]); at = (at - 1) / 2)
+		h[at] = h[(at - 1) / 2];
+	h[at] = v;
+}
+
+/* The kept victims in order, worst first, best last (taken from the end). */
+static void sort_victims(struct deepum_core *core)
+{
+	struct dum_victim *h = core->victims, t;
+	u32 n, i;
+
+	/* Heapsort leaves the worst last; then reverse. */
+	for (n = core->victims_len; n > 1; n--) {
+		t = h[0];
+		h[0] = h[n - 1];
+		h[n - 1] = t;
+		victims_sift_down(h, n - 1, 0);
+	}
+	for (i = 0; i < core->victims_len / 2; i++) {
+		t = h[i];
+		h[i] = h[core->victims_len - 1 - i];
+		h[core->victims_len - 1 - i] = t;
+	}
 }
 
 /*
@@ -518,13 +571,16 @@ static u32 find_victim_by_use(struct deepum_core *core)
 		const struct dum_block *b = dum_block_at(&core->res, slot);
 
 		if (!in_window(core, b)) {
-			keep_victim(core, (struct dum_victim){ .slot = slot, .use = next_use(core, b) });
-			/* Nothing later can beat a full cache of blocks with no known use. */
+			keep_victim(core, (struct dum_victim){ .slot = slot, .scanned = scanned,
+							       .use = next_use(core, b) });
+			/* Nothing later can beat a full cache of blocks with no known use
+			 * (victims[0], the worst of them, has none). */
 			if (core->victims_len == VICTIM_CACHE && !core->victims[0].use)
 				break;
 		}
 		slot = b->lrm_next;
 	}
+	sort_victims(core);
 	return core->victims_len ? core->victims[--core->victims_len].slot : DUM_NIL;
 }
 
