@@ -334,6 +334,17 @@ def test_per_launch_traces_predict_the_measured_runs():
     assert len(gpt2_history) == 3 and all(r.within_bar for r in gpt2_history), gpt2_history
 
 
+def test_runs_compared_as_the_traces_kernels_launched_what_the_trace_did():
+    """validate_simulator's `*-same-kernels` cases check their claim: the
+    runs' engines counted the trace's launches per iteration.  The eighth
+    session's first call, with deterministic algorithms, did not."""
+    script = load_script("validate_simulator")
+    assert script.launches_per_iteration(script.RESULTS_EIGHTH / "call5-same-kernels", "bert") == {1117}
+    with pytest.raises(SystemExit, match=r"launched \[1646\] kernels per iteration, the trace \[1117\]"):
+        script.per_launch("bert-same-kernels", "bert-base-bs16x128", "bert", script.RESULTS_EIGHTH / "call1-writer",
+                          (0.5,))
+
+
 def test_stock_uvm_predicts_each_first_touch_captures_own_iterations():
     """scripts/validate_simulator's first-touch cases (issue 7: the no-pressure
     first-touch iteration of each real trace): `uvm` on each trace taken with
