@@ -619,6 +619,7 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         deepum, demand = budget["runs"]["deepum"], budget["runs"]["demand"]
         assert deepum["active"] and demand["active"], (deepum, demand)
         assert deepum["fault_source"] == "cupti" and deepum["prefetched_blocks"] > 0
+        assert deepum["launches_per_iteration"] == demand["launches_per_iteration"] == 2 * LAYERS
         assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
         assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
     # the table's last columns: the GPU's observed peak and mean residency over the budget
