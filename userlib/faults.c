@@ -259,7 +259,7 @@ static u32 uvm_read(struct fault_event *out, u32 max)
 	for (; get != put && n < max; get = (get + 1) & mask) {
 		const uint8_t *entry = uvm.queue + (size_t)get * UVM_EVENT_ENTRY_BYTES;
 
-		if (entry[0] < 64 && UVM_EVENTS_TAKEN & 1ULL << entry[0])
+		if (entry[0] < UVM_EVENT_TYPES_ALL && UVM_EVENTS_TAKEN & 1ULL << entry[0])
 			uvm_event(entry, &out[n++]);
 	}
 	atomic_store_explicit(&uvm.control->get_ahead, get, memory_order_release);
