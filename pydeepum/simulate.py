@@ -28,6 +28,7 @@ from .trace import LAUNCH, Trace
 POLICIES = {
     "demand": constant("DUM_SIM_DEMAND"),
     "uvm": constant("DUM_SIM_UVM"),
+    "uvm-user": constant("DUM_SIM_UVM_USER"),
     "deepum": constant("DUM_SIM_DEEPUM"),
     "deepum-user": constant("DUM_SIM_DEEPUM_USER"),
     "deepum-issuer": constant("DUM_SIM_DEEPUM_ISSUER"),

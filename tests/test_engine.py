@@ -174,6 +174,7 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     assert got["launches"] == c["launches_fed"]
     assert got["launches_repeated"] == 1.0 and got["launches_compared"] == (ITERATIONS - 1) * 2 * LAYERS
     assert got["fault_heard_ms_after"]["p10"] >= 0  # fault lines carry their own time (at=)
+    assert got["evict_batches"] == got["prefetch_batches"] == 0  # lockstep has no issuer
     # lockstep attributes every fault to the kernel that made it: with nothing
     # prefetched, a block faults for the same kernels every iteration
     demand_log = tmp_path / "demand.log"
@@ -376,9 +377,18 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     """The user-mode engine with DEEPUM_ISSUER=1 at its own pace: prefetches and
     evictions go out in calls of the engine's stream, and every cuMemFree waits
     until the issuer has made the calls it was handed."""
-    r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_ISSUER": "1", "FAKECUDA_KERNEL_US": "2000"})
+    log = tmp_path / "issuer.log"
+    r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_ISSUER": "1", "FAKECUDA_KERNEL_US": "2000",
+                                                 "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync=3000",
+                                                 "DEEPUM_ENGINE_LOG": str(log)})
     c = counters(r)
     assert r.stats["engine"]["issuer"] is True
+    # its log says when each batch was handed over, called and back (each call takes 3 ms here)
+    got = json.loads(subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log),
+                                     "--from-iteration", "0", "--json"], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert 0 < got["evict_batches"] <= c["evict_calls"] and 0 < got["prefetch_batches"] <= c["prefetch_calls"]
+    assert got["evict_ms_waited"]["p10"] >= 0 and got["prefetch_ms_in_driver"]["p10"] >= 3.0
     assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0
     stream = engine_stream(r)
     batches = r.named("cuMemPrefetchBatchAsync")

@@ -171,6 +171,7 @@ struct observed_position {
 struct batch {
 	bool to_gpu;
 	u32 n;
+	u64 handed_ns;			/* a job's: when the engine handed it over (the log's) */
 	CUdeviceptr ptr[BATCH_ROOM];
 	size_t size[BATCH_ROOM];
 };
@@ -284,11 +285,13 @@ static void log_line(const char *fmt, ...)
 
 	if (!engine.log)
 		return;
+	flockfile(engine.log);	/* the issuers log too: one line at a time */
 	va_start(ap, fmt);
 	vfprintf(engine.log, fmt, ap);
 	va_end(ap);
 	/* When the engine acted, on the fault source's clock (offline timing analysis). */
 	fprintf(engine.log, " t=%llu\n", (unsigned long long)engine_clock_ns());
+	funlockfile(engine.log);
 }
 
 /* struct deepum_config's fields, for the log's first line and the statistics. */
@@ -453,10 +456,21 @@ static void *issuer_main(void *arg)
 			pthread_cond_wait(&is->changed, &is->lock);
 		if (is->issued == is->handed)
 			break;
+		struct batch *b;
+		u64 started;
+		u32 ranges;
+
 		job = is->issued;
+		b = &is->jobs[job % ISSUE_JOBS];
 		pthread_mutex_unlock(&is->lock);
 		wait_for_writes(is->after_writes[job % ISSUE_JOBS]);
-		issue_calls(&is->jobs[job % ISSUE_JOBS], is->stream);
+		started = engine.log ? engine_clock_ns() : 0;
+		ranges = b->n;
+		issue_calls(b, is->stream);
+		/* How far the driver calls lag behind the plan (scripts/engine_log_report). */
+		log_line("issued %s 0x%llx ranges=%u handed=%llu started=%llu", b->to_gpu ? "prefetch" : "evict",
+			 (unsigned long long)b->ptr[0], ranges, (unsigned long long)b->handed_ns,
+			 (unsigned long long)started);
 		if (is == &writer && !engine.stop)
 			cuda_ok(REAL(cuEventRecord)(is->written[job % ISSUE_EVENTS], is->stream), "cuEventRecord");
 		pthread_mutex_lock(&is->lock);
@@ -552,6 +566,7 @@ static void issue(struct batch *b)
 		job = &is->jobs[is->handed % ISSUE_JOBS];
 		job->to_gpu = b->to_gpu;
 		job->n = b->n;
+		job->handed_ns = engine.log ? engine_clock_ns() : 0;
 		memcpy(job->ptr, b->ptr, b->n * sizeof(b->ptr[0]));
 		memcpy(job->size, b->size, b->n * sizeof(b->size[0]));
 		is->after_writes[is->handed % ISSUE_JOBS] = after_writes;

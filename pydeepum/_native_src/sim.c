@@ -13,6 +13,7 @@ struct sim_block {
 	__u64 arrival_ns;	/* when its copy lands (resident blocks) */
 	__u64 next_use;		/* ORACLE, MIN: record index of its next access */
 	__u64 last_use_end_ns;	/* MIN: when the kernel that used it last ends */
+	__u64 leaves_ns;	/* evicted: when its write-back starts; on the GPU until then */
 	__u32 pending;		/* prefetched and not touched yet: 1 + the iteration that prefetched it */
 	bool unheard;		/* DEEPUM_USER: faulted in while the engine was in the driver */
 };
@@ -108,13 +109,20 @@ static void use_block(struct dum_sim *s, struct sim_block *b)
 /* The user-mode engine's one stream: every command waits for the ones before it. */
 static bool one_stream(const struct dum_sim *s)
 {
-	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER;
+	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER ||
+	       s->policy == DUM_SIM_UVM_USER;
 }
 
 /* An engine in libdeepum: it evicts through the user API, which costs per range. */
 static bool user_api(const struct dum_sim *s)
 {
 	return one_stream(s) || s->policy == DUM_SIM_DEEPUM_SPLIT;
+}
+
+/* Evicted, but its write-back has not started: the GPU still has it. */
+static bool leaving(const struct dum_sim *s, const struct sim_block *b)
+{
+	return b->leaves_ns > s->now;
 }
 
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
@@ -219,7 +227,11 @@ static void close_iteration(struct dum_sim *s)
 /* Everything went back to the host (access-set boundary); it takes no kernel time. */
 static void flush(struct dum_sim *s)
 {
+	__u32 slot;
+
 	dum_residency_clear(&s->res);
+	for (slot = 0; slot < s->res.used; slot++)
+		s->blocks[slot].leaves_ns = 0;
 	s->heap_len = 0;
 	s->h2d_free = s->d2h_free = s->stream_free = s->engine_free = s->flushed_ns = s->now;
 }
@@ -275,17 +287,39 @@ static void charge_fault_eviction(struct dum_sim *s)
 
 /* ---- DEMAND and UVM ---------------------------------------------------- */
 
+/*
+ * UVM_USER: the engine hears the fault and writes its least recently
+ * migrated block back on its stream, one range per block, as
+ * DEEPUM_MODE=demand does; the victim stays on the GPU (and is used for
+ * free) until its write-back starts.
+ */
+static void evict_behind(struct dum_sim *s, __u32 victim)
+{
+	__u64 start = max64(s->stream_free, s->now);
+
+	dum_residency_remove(&s->res, victim);
+	s->blocks[victim].leaves_ns = start;
+	s->stream_free = start + s->cost.evict_range_ns + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+	cur(s)->evictions++;
+	cur(s)->fault_evictions++;
+	cur(s)->d2h_bytes += 1ULL << s->shift;
+}
+
 static int access_demand(struct dum_sim *s, __u64 blk, __u64 bytes)
 {
 	__u32 slot = dum_residency_get(&s->res, blk);
 
 	if (slot == DUM_NIL)
 		return -ENOMEM;
-	if (dum_block_resident(dum_block_at(&s->res, slot)))
+	if (dum_block_resident(dum_block_at(&s->res, slot)) || leaving(s, &s->blocks[slot]))
 		return 0;
 	if (s->capacity && s->res.resident >= s->capacity) {
-		dum_residency_remove(&s->res, s->res.lrm_head);
-		charge_fault_eviction(s);
+		if (s->policy == DUM_SIM_UVM_USER) {
+			evict_behind(s, s->res.lrm_head);
+		} else {
+			dum_residency_remove(&s->res, s->res.lrm_head);
+			charge_fault_eviction(s);
+		}
 	}
 	charge_fault(s, bytes);
 	dum_residency_touch(&s->res, slot);
@@ -325,10 +359,13 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
  */
 static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32 n)
 {
-	__u64 cost = 0;
-	bool ranged = false;
+	__u64 start = max64(max64(s->d2h_free, s->stream_free), s->now), cost = 0;
 	__u32 i;
 
+	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
+	 * to the host); the module's backend evicts inside the driver. */
+	if (user_api(s) && !(cmds[0].op == DEEPUM_CMD_DISCARD))
+		cost += s->cost.evict_range_ns;
 	for (i = 0; i < n; i++) {
 		__u32 slot = dum_residency_find(&s->res, cmds[i].addr >> s->shift);
 
@@ -344,18 +381,16 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 			cost += s->cost.discard_ns;
 			continue;
 		}
+		/* A dead block has nothing to be used for; a live one is there until its copy starts. */
+		if (slot != DUM_NIL)
+			s->blocks[slot].leaves_ns = start + cost;
 		cost += copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
-		ranged = true;
 		cur(s)->evictions++;
 		cur(s)->d2h_bytes += 1ULL << s->shift;
 	}
 	if (!cost)
 		return 0;
-	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
-	 * to the host); the module's backend evicts inside the driver. */
-	if (ranged && user_api(s))
-		cost += s->cost.evict_range_ns;
-	s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
+	s->d2h_free = start + cost;
 	if (one_stream(s))
 		s->stream_free = s->d2h_free;
 	return s->d2h_free;
@@ -485,6 +520,8 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		use_block(s, b);	/* faulted in already; the engine has yet to hear */
 		return 0;
 	}
+	if (leaving(s, b))
+		return 0;	/* no fault: nobody hears of this use */
 	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
 	charge_fault(s, bytes);
 	b->arrival_ns = s->now;
@@ -718,7 +755,7 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 			return access_oracle(s, recs, next_use, i, n);
 		case DUM_SIM_MIN:
 			return access_min(s, rec, next_use[i]);
-		default:
+		default:	/* DEMAND, UVM, UVM_USER */
 			return access_demand(s, rec->addr >> s->shift, bytes);
 		}
 	}

@@ -16,6 +16,10 @@
  * Policies:
  *   DEMAND  demand paging, 64 KiB granularity, no prefetching, LRM eviction;
  *   UVM     DEMAND plus nvidia-uvm's tree prefetcher inside each 2 MiB block;
+ *   UVM_USER  UVM as libdeepum's DEEPUM_MODE=demand emulates it under
+ *           DEEPUM_CAPACITY on a larger GPU: a fault does not wait for room;
+ *           the engine hears it and writes the least recently migrated
+ *           block back on its stream, one range each;
  *   DEEPUM  the prefetch core in the loop: its prefetches, coalesced into
  *           contiguous ranges, queue on the link behind faults and pay a
  *           per-range cost; its pre-evictions use the device-to-host link;
@@ -42,6 +46,9 @@
  *           only blocks needed later than the one fetched (which may then
  *           have to come back: more bytes than MIN);
  *   MIN     Belady's MIN, for its bytes: the fewest any policy moves.
+ * Under every policy that writes back off the fault path, an evicted block
+ * stays on the GPU until its write-back starts: a kernel that uses it before
+ * then does not fault (and nobody hears of that use).
  * The ideal bound of an iteration (computed by the caller) is max(compute,
  * MIN's bytes / link bandwidth).
  */
@@ -58,7 +65,8 @@
 #define DUM_SIM_MIN	5
 #define DUM_SIM_DEEPUM_ISSUER 6
 #define DUM_SIM_DEEPUM_SPLIT 7
-#define DUM_SIM_POLICY_MAX 7
+#define DUM_SIM_UVM_USER 8
+#define DUM_SIM_POLICY_MAX 8
 
 /* Costs, in ns and bytes per second (from a calibration file). */
 struct dum_sim_cost {
