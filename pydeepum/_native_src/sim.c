@@ -109,8 +109,7 @@ static void use_block(struct dum_sim *s, struct sim_block *b)
 /* The user-mode engine's one stream: every command waits for the ones before it. */
 static bool one_stream(const struct dum_sim *s)
 {
-	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER ||
-	       s->policy == DUM_SIM_UVM_USER;
+	return s->policy == DUM_SIM_DEEPUM_USER || s->policy == DUM_SIM_DEEPUM_ISSUER;
 }
 
 /* An engine in libdeepum: it evicts through the user API, which costs per range. */
@@ -119,7 +118,7 @@ static bool user_api(const struct dum_sim *s)
 	return one_stream(s) || s->policy == DUM_SIM_DEEPUM_SPLIT;
 }
 
-/* Evicted, but its write-back has not started: the GPU still has it. */
+/* UVM_USER: evicted, but its write-back has not started: the GPU still has it. */
 static bool leaving(const struct dum_sim *s, const struct sim_block *b)
 {
 	return b->leaves_ns > s->now;
@@ -359,13 +358,10 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
  */
 static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32 n)
 {
-	__u64 start = max64(max64(s->d2h_free, s->stream_free), s->now), cost = 0;
+	__u64 cost = 0;
+	bool ranged = false;
 	__u32 i;
 
-	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
-	 * to the host); the module's backend evicts inside the driver. */
-	if (user_api(s) && !(cmds[0].op == DEEPUM_CMD_DISCARD))
-		cost += s->cost.evict_range_ns;
 	for (i = 0; i < n; i++) {
 		__u32 slot = dum_residency_find(&s->res, cmds[i].addr >> s->shift);
 
@@ -381,16 +377,18 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 			cost += s->cost.discard_ns;
 			continue;
 		}
-		/* A dead block has nothing to be used for; a live one is there until its copy starts. */
-		if (slot != DUM_NIL)
-			s->blocks[slot].leaves_ns = start + cost;
 		cost += copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+		ranged = true;
 		cur(s)->evictions++;
 		cur(s)->d2h_bytes += 1ULL << s->shift;
 	}
 	if (!cost)
 		return 0;
-	s->d2h_free = start + cost;
+	/* The range cost is the user API's (measured with cudaMemPrefetchAsync
+	 * to the host); the module's backend evicts inside the driver. */
+	if (ranged && user_api(s))
+		cost += s->cost.evict_range_ns;
+	s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
 	if (one_stream(s))
 		s->stream_free = s->d2h_free;
 	return s->d2h_free;
@@ -520,8 +518,6 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		use_block(s, b);	/* faulted in already; the engine has yet to hear */
 		return 0;
 	}
-	if (leaving(s, b))
-		return 0;	/* no fault: nobody hears of this use */
 	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
 	charge_fault(s, bytes);
 	b->arrival_ns = s->now;

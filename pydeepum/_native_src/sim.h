@@ -19,7 +19,9 @@
  *   UVM_USER  UVM as libdeepum's DEEPUM_MODE=demand emulates it under
  *           DEEPUM_CAPACITY on a larger GPU: a fault does not wait for room;
  *           the engine hears it and writes the least recently migrated
- *           block back on its stream, one range each;
+ *           block back on its stream, one range each; a victim stays on
+ *           the GPU (used without a fault, unheard) until its write-back
+ *           starts;
  *   DEEPUM  the prefetch core in the loop: its prefetches, coalesced into
  *           contiguous ranges, queue on the link behind faults and pay a
  *           per-range cost; its pre-evictions use the device-to-host link;
@@ -46,9 +48,6 @@
  *           only blocks needed later than the one fetched (which may then
  *           have to come back: more bytes than MIN);
  *   MIN     Belady's MIN, for its bytes: the fewest any policy moves.
- * Under every policy that writes back off the fault path, an evicted block
- * stays on the GPU until its write-back starts: a kernel that uses it before
- * then does not fault (and nobody hears of that use).
  * The ideal bound of an iteration (computed by the caller) is max(compute,
  * MIN's bytes / link bandwidth).
  */
