@@ -389,6 +389,9 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
                                     check=True).stdout)
     assert 0 < got["evict_batches"] <= c["evict_calls"] and 0 < got["prefetch_batches"] <= c["prefetch_calls"]
     assert got["evict_ms_waited"]["p10"] >= 0 and got["prefetch_ms_in_driver"]["p10"] >= 3.0
+    # and when the stream was done with each batch (the fake runs host functions at once)
+    assert log.read_text().count("landed job=") >= got["evict_batches"] + got["prefetch_batches"]
+    assert 0 < got["evict_stream_GBps"] and 0 < got["prefetch_stream_GBps"]
     assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0
     stream = engine_stream(r)
     batches = r.named("cuMemPrefetchBatchAsync")

@@ -439,6 +439,13 @@ static void wait_for_writes(u64 n)
 		cuda_ok(REAL(cuStreamWaitEvent)(issuer.stream, written, 0), "cuStreamWaitEvent");
 }
 
+/* A logged job's copies are done: the stream reached what followed them. */
+static void log_landed(void *job)
+{
+	if (!engine.stop)
+		log_line("landed job=%llu", (unsigned long long)(uintptr_t)job);
+}
+
 static void *issuer_main(void *arg)
 {
 	struct issuer *is = arg;
@@ -457,7 +464,7 @@ static void *issuer_main(void *arg)
 		if (is->issued == is->handed)
 			break;
 		struct batch *b;
-		u64 started;
+		u64 started, bytes = 0;
 		u32 ranges;
 
 		job = is->issued;
@@ -466,11 +473,23 @@ static void *issuer_main(void *arg)
 		wait_for_writes(is->after_writes[job % ISSUE_JOBS]);
 		started = engine.log ? engine_clock_ns() : 0;
 		ranges = b->n;
+		for (u32 i = 0; i < ranges; i++)
+			bytes += b->size[i];
 		issue_calls(b, is->stream);
-		/* How far the driver calls lag behind the plan (scripts/engine_log_report). */
-		log_line("issued %s 0x%llx ranges=%u handed=%llu started=%llu", b->to_gpu ? "prefetch" : "evict",
-			 (unsigned long long)b->ptr[0], ranges, (unsigned long long)b->handed_ns,
-			 (unsigned long long)started);
+		/*
+		 * How far the driver calls lag behind the plan, and when their
+		 * copies are done (scripts/engine_log_report).  Jobs are numbered
+		 * per thread; the writer's by (1 << 32) on.
+		 */
+		if (engine.log && !engine.stop) {
+			u64 id = job + (is == &writer ? 1ULL << 32 : 0);
+
+			log_line("issued %s 0x%llx ranges=%u bytes=%llu job=%llu handed=%llu started=%llu",
+				 b->to_gpu ? "prefetch" : "evict", (unsigned long long)b->ptr[0], ranges,
+				 (unsigned long long)bytes, (unsigned long long)id, (unsigned long long)b->handed_ns,
+				 (unsigned long long)started);
+			cuda_ok(REAL(cuLaunchHostFunc)(is->stream, log_landed, (void *)(uintptr_t)id), "cuLaunchHostFunc");
+		}
 		if (is == &writer && !engine.stop)
 			cuda_ok(REAL(cuEventRecord)(is->written[job % ISSUE_EVENTS], is->stream), "cuEventRecord");
 		pthread_mutex_lock(&is->lock);
@@ -514,6 +533,9 @@ static void issuer_stop(struct issuer *is)
 	pthread_mutex_unlock(&is->lock);
 	pthread_join(is->thread, NULL);
 	is->running = false;
+	/* No landed line after the log is closed. */
+	if (engine.log)
+		REAL(cuStreamSynchronize)(is->stream);
 }
 
 /* Every batch handed over issued, and the streams' work done. */
