@@ -54,9 +54,12 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
     round = (block fault - block / H2D bandwidth) / ceil(0.51 * 32).
     prefetch_range_ns and prefetch_bytes_per_sec: least-squares fit of
     time = overhead + size / rate to the measured batch-prefetch rates by range
-    size (batch_prefetch_GBps_by_range_size).  evict_range_ns: a 2 MiB
-    eviction by itself (evict_to_host_per_2MiB_GBps) less its time in a bulk
-    one (there is no by-range-size measurement for evictions).
+    size (batch_prefetch_GBps_by_range_size).  Write-backs through the user
+    API (libdeepum's engine), user_evict_bytes_per_sec and evict_range_ns:
+    as measured in training runs (engine_write_back_in_run) where the
+    calibration has that, else a 2 MiB eviction by itself
+    (evict_to_host_per_2MiB_GBps) less its time in a bulk one, at the bulk
+    rate; the kernel module's write-backs and the oracle's take the bulk rate.
     """
     try:
         gbps = lambda key: float(cal[key]) * 1e9  # noqa: E731
@@ -68,6 +71,13 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         discard_ms = float(cal["discard_batch_4096x2MiB_ms"])
         d2h, evict = gbps("link_d2h_pinned_GBps"), gbps("evict_to_host_bulk_GBps")
         evict_per_block = gbps("evict_to_host_per_2MiB_GBps")
+        in_run = cal.get("engine_write_back_in_run")
+        if in_run:
+            user_evict = block_bytes / (float(in_run["per_2MiB_us"]) * 1e-6)
+            user_range_ns = float(in_run["per_range_us"]) * 1e3
+        else:
+            user_evict = evict
+            user_range_ns = max(block_bytes / evict_per_block - block_bytes / evict, 0) * 1e9
     except (KeyError, TypeError, ValueError) as e:
         raise DeepumInputError(f"calibration lacks a usable {e}") from None
     rounds = -(-block_bytes // page * threshold // 100)
@@ -86,10 +96,10 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         "d2h_bytes_per_sec": int(d2h),
         "prefetch_bytes_per_sec": int(1e9 / per_byte),
         "evict_bytes_per_sec": int(evict),
+        "user_evict_bytes_per_sec": int(user_evict),
         "fault_ns": int(fault_ns),
         "prefetch_range_ns": int(max(overhead, 0)),
-        # what a 2 MiB eviction of its own costs beyond its share of a bulk one
-        "evict_range_ns": int(max(block_bytes / evict_per_block - block_bytes / evict, 0) * 1e9),
+        "evict_range_ns": int(user_range_ns),
         "discard_ns": int(discard_ms * 1e6 / 4096),
         "fault_bytes": page,
         "tree_threshold_pct": threshold,

@@ -224,7 +224,7 @@ def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does(
     one, dead blocks discarded: (0.1 + 0.1) + (0.05 + 0.1) + 2 x 0.01 ms = 0.37 of it."""
     report = load_script("engine_log_report")
     cost = {"prefetch_range_ns": 100_000, "prefetch_bytes_per_sec": 2 * BLOCK * 10_000,
-            "evict_range_ns": 50_000, "evict_bytes_per_sec": BLOCK * 10_000, "discard_ns": 10_000}
+            "evict_range_ns": 50_000, "user_evict_bytes_per_sec": BLOCK * 10_000, "discard_ns": 10_000}
     lines = ["iteration 0 t=0", "prefetch exec=1 0x200000 blocks=2 t=1", "evict 0x600000 blocks=1 t=2",
              "evict 0x800000 blocks=2 dead t=3", "iteration 1 t=1000000", "evict 0xa00000 blocks=1 t=1000001"]
     got = report.analyse(lines, 0, cost)

@@ -133,7 +133,7 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 
 	*ret = NULL;
 	if (policy > DUM_SIM_POLICY_MAX || !cost->fault_bytes || cost->tree_threshold_pct > 100 ||
-	    !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec)
+	    !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec || !cost->user_evict_bytes_per_sec)
 		return -EINVAL;
 	checked.capacity_blocks = capacity_blocks;
 	err = deepum_core_config_check(&checked);
@@ -298,7 +298,7 @@ static void evict_behind(struct dum_sim *s, __u32 victim)
 
 	dum_residency_remove(&s->res, victim);
 	s->blocks[victim].leaves_ns = start;
-	s->stream_free = start + s->cost.evict_range_ns + copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+	s->stream_free = start + s->cost.evict_range_ns + copy_ns(1ULL << s->shift, s->cost.user_evict_bytes_per_sec);
 	cur(s)->evictions++;
 	cur(s)->fault_evictions++;
 	cur(s)->d2h_bytes += 1ULL << s->shift;
@@ -377,7 +377,8 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 			cost += s->cost.discard_ns;
 			continue;
 		}
-		cost += copy_ns(1ULL << s->shift, s->cost.evict_bytes_per_sec);
+		cost += copy_ns(1ULL << s->shift,
+				user_api(s) ? s->cost.user_evict_bytes_per_sec : s->cost.evict_bytes_per_sec);
 		ranged = true;
 		cur(s)->evictions++;
 		cur(s)->d2h_bytes += 1ULL << s->shift;

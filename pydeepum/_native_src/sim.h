@@ -72,10 +72,11 @@ struct dum_sim_cost {
 	__u64 h2d_bytes_per_sec;	/* the link: demand copies, the oracle's prefetches */
 	__u64 d2h_bytes_per_sec;	/* evictions on the fault path */
 	__u64 prefetch_bytes_per_sec;	/* driver prefetch ranges, beyond their fixed cost */
-	__u64 evict_bytes_per_sec;	/* pre-evictions (asynchronous) */
+	__u64 evict_bytes_per_sec;	/* pre-evictions (asynchronous), the module's and the oracle's */
+	__u64 user_evict_bytes_per_sec;	/* write-backs through the user API while the program runs */
 	__u64 fault_ns;			/* one dependent fault round */
 	__u64 prefetch_range_ns;	/* driver cost per prefetch range */
-	__u64 evict_range_ns;		/* driver cost per pre-eviction range */
+	__u64 evict_range_ns;		/* the user API's cost per write-back range */
 	__u64 discard_ns;		/* per discarded block */
 	__u32 fault_bytes;		/* fault granularity (64 KiB) */
 	__u32 tree_threshold_pct;	/* UVM's tree prefetcher threshold (51) */
