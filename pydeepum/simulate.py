@@ -56,7 +56,7 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
     time = overhead + size / rate to the measured batch-prefetch rates by range
     size (batch_prefetch_GBps_by_range_size).  Write-backs through the user
     API (libdeepum's engine), user_evict_bytes_per_sec and evict_range_ns:
-    as measured in training runs (engine_write_back_in_run) where the
+    as measured in training runs (engine_write_back_per_2MiB_us, _per_range_us) where the
     calibration has that, else a 2 MiB eviction by itself
     (evict_to_host_per_2MiB_GBps) less its time in a bulk one, at the bulk
     rate; the kernel module's write-backs and the oracle's take the bulk rate.
@@ -71,10 +71,9 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         discard_ms = float(cal["discard_batch_4096x2MiB_ms"])
         d2h, evict = gbps("link_d2h_pinned_GBps"), gbps("evict_to_host_bulk_GBps")
         evict_per_block = gbps("evict_to_host_per_2MiB_GBps")
-        in_run = cal.get("engine_write_back_in_run")
-        if in_run:
-            user_evict = block_bytes / (float(in_run["per_2MiB_us"]) * 1e-6)
-            user_range_ns = float(in_run["per_range_us"]) * 1e3
+        if "engine_write_back_per_2MiB_us" in cal:
+            user_evict = block_bytes / (float(cal["engine_write_back_per_2MiB_us"]) * 1e-6)
+            user_range_ns = float(cal["engine_write_back_per_range_us"]) * 1e3
         else:
             user_evict = evict
             user_range_ns = max(block_bytes / evict_per_block - block_bytes / evict, 0) * 1e9

@@ -226,7 +226,8 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
     assert "median of 3 runs each, 8 GiB buffer" in new["measured"]
     carried = {"single_dependent_fault_roundtrip_us", "discard_then_evict_8GiB_GBps", "discard_then_evict_2GiB_GBps",
                "uvm_defaults.va_block_bytes", "uvm_defaults.big_page_bytes", "prefetch_while_all_SMs_busy_GBps",
-               "launch_empty_kernel_us", "launch_plus_cuLaunchHostFunc_us", "launch_plus_cuStreamWriteValue64_us"}
+               "launch_empty_kernel_us", "launch_plus_cuLaunchHostFunc_us", "launch_plus_cuStreamWriteValue64_us",
+               "engine_write_back_per_2MiB_us", "engine_write_back_per_range_us"}
     assert set(new["carried_over"]) == carried
     assert new["launch_empty_kernel_us"] == base["launch_empty_kernel_us"]
     assert new["uvm_defaults"]["big_page_bytes"] == base["uvm_defaults"]["big_page_bytes"]

@@ -326,7 +326,7 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
 def test_per_launch_traces_predict_the_measured_runs():
     """scripts/validate_simulator's per-launch cases (issue 7), with every
     block each kernel touches in the trace, the engine's write-backs costed as
-    measured in training runs (engine_write_back_in_run).  Against the runs of
+    measured in training runs (engine_write_back_per_2MiB_us).  Against the runs of
     the traces' own kernels (eighth session, the ninth's four calls):
     `deepum-issuer` within +-20% of the engine's GPT-2 run and of its
     ResNet-50 runs in 9 of 10; 25-81% slow for every BERT run (the simulated
