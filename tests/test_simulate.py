@@ -327,20 +327,22 @@ def test_per_launch_traces_predict_the_measured_runs():
     """scripts/validate_simulator's per-launch cases (issue 7), with every
     block each kernel touches in the trace, the engine's write-backs costed as
     measured in training runs (engine_write_back_per_2MiB_us).  Against the runs of
-    the traces' own kernels (eighth session, the ninth's four calls):
-    `deepum-issuer` within +-20% of the engine's GPT-2 run and of its
-    ResNet-50 runs in 9 of 10; 25-81% slow for every BERT run (the simulated
-    core moves ~45% more data than BERT's engine did); `uvm-user` (the
-    emulated demand mode) within +-20% of every ResNet-50 demand run at half
-    the working set, 33-76% slow for BERT's; at three quarters every demand
-    run faulted about half the blocks the simulated least-recently-migrated
-    order does (+50..+142%: docs/SIMULATOR.md, "Ninth session").  Against the
+    the traces' own kernels (eighth session, the ninth's five calls):
+    `deepum-issuer` within +-20% of the engine's ResNet-50 runs in 9 of 10,
+    +8..+24% for GPT-2's three, 25-81% slow for every BERT run (the
+    simulated core moves ~45% more data than BERT's engine did); `uvm-user`
+    (the emulated demand mode) within +-20% of every GPT-2 and ResNet-50
+    demand run at half the working set, 33-76% slow for BERT's; at three
+    quarters BERT's and ResNet-50's demand runs faulted about half the
+    blocks the simulated least-recently-migrated order does (+50..+142%),
+    GPT-2's every block every iteration, as simulated (-6%): the two steady
+    states of that order (docs/SIMULATOR.md, "Ninth session").  Against the
     runs before, with deterministic algorithms (37-47% more kernels per
     iteration than the traces have): `uvm` within +-20% of all nine demand
     runs, `deepum-issuer` of 14 of 18 engine runs."""
     rows = load_script("validate_simulator").per_launch_cases()
     same = [r for r in rows if "-same-kernels" in r.case]
-    assert len({r.case for r in same}) == 11
+    assert len({r.case for r in same}) == 12
 
     def cells(model, run, policy, budgets=(0.5, 0.75)):
         found = [r for r in same if r.case.startswith(model + "-") and r.budget in budgets and
@@ -350,9 +352,11 @@ def test_per_launch_traces_predict_the_measured_runs():
 
     resnet_engine = cells("resnet50", "deepum", "deepum-issuer")
     assert len(resnet_engine) == 10 and sum(r.within_bar for r in resnet_engine) == 9
-    assert all(r.within_bar for r in cells("gpt2", "deepum", "deepum-issuer"))
+    gpt2_engine = cells("gpt2", "deepum", "deepum-issuer")
+    assert len(gpt2_engine) == 3 and all(0 < r.error < 0.25 for r in gpt2_engine)
     assert all(r.error > 0.2 for r in cells("bert", "deepum", "deepum-issuer"))
     assert all(r.within_bar for r in cells("resnet50", "demand", "uvm-user", (0.5,)))
+    assert all(r.within_bar for r in cells("gpt2", "demand", "uvm-user"))  # 75%: the all-miss state
     assert not any(r.within_bar for r in cells("bert", "demand", "uvm-user", (0.5,)))
     for model in ("bert", "resnet50"):
         assert all(r.error > 0.2 for r in cells(model, "demand", "uvm-user", (0.75,)))
