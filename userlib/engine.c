@@ -473,7 +473,7 @@ static void *issuer_main(void *arg)
 		wait_for_writes(is->after_writes[job % ISSUE_JOBS]);
 		started = engine.log ? engine_clock_ns() : 0;
 		ranges = b->n;
-		for (u32 i = 0; i < ranges; i++)
+		for (u32 i = 0; engine.log && i < ranges; i++)
 			bytes += b->size[i];
 		issue_calls(b, is->stream);
 		/*
