@@ -392,6 +392,10 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     # and when the stream was done with each batch (the fake runs host functions at once)
     assert log.read_text().count("landed job=") >= got["evict_batches"] + got["prefetch_batches"]
     assert 0 < got["evict_stream_GBps"] and 0 < got["prefetch_stream_GBps"]
+    fit = json.loads(subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), "--fit-write-backs",
+                                     str(log), str(log), "--from-iteration", "0", "--json"], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert fit["batches"] == 2 * got["evict_batches"] and fit["GBps"] == pytest.approx(got["evict_stream_GBps"])
     assert c["prefetch_calls"] > 0 and c["evict_calls"] > 0
     stream = engine_stream(r)
     batches = r.named("cuMemPrefetchBatchAsync")
@@ -399,6 +403,14 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
     assert c["prefetch_calls"] + c["evict_calls"] == len(batches)
     assert c["releases"] == len(r.named("cuMemFree_v2"))
     assert not [call for call in r.calls if call.result() == "invalid"]
+
+
+def test_the_engine_log_report_fits_write_back_cost_per_range_and_per_block():
+    # 100 us per range + 200 us per 2 MiB block, batches of 1-3 ranges of 1-4 blocks each
+    batches = [(r, r * b * BLOCK, (100 * r + 200 * r * b) * 1000) for r in (1, 2, 3) for b in (1, 2, 4)]
+    fit = load_script("engine_log_report").fit_write_backs(batches)
+    assert fit["per_range_us"] == pytest.approx(100) and fit["per_2MiB_us"] == pytest.approx(200)
+    assert fit["batches"] == 9
 
 
 def test_a_writer_thread_writes_back_on_a_stream_of_its_own_and_prefetches_wait_for_it(tmp_path):
