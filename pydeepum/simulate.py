@@ -165,6 +165,7 @@ class SimIteration:
     useful: int
     evictions: int
     fault_evictions: int
+    lingering: int  # uses of an evicted block before its write-back started (emulated capacity)
 
     @property
     def fraction_of_ideal(self) -> float:

@@ -117,7 +117,8 @@ def test_the_emulated_demand_mode_writes_back_after_the_fault_and_its_victims_st
                                 steady_from=0).steady(p, 2 * BLOCK)[0] for p in ("uvm", "uvm-user"))
     assert (stock.faults, stock.fault_evictions) == (5, 3)
     assert stock.fault_stall_ns == 5 * (17 * 10_000 + MS) + 3 * MS  # each eviction on the fault path (d2h: 1 ms)
-    assert (emulated.faults, emulated.evictions) == (4, 2)
+    assert (emulated.faults, emulated.evictions, emulated.lingering) == (4, 2, 1)
+    assert stock.lingering == 0
     assert emulated.fault_stall_ns == 4 * (17 * 10_000 + MS)
     assert emulated.d2h_bytes == 2 * BLOCK
 
@@ -265,15 +266,20 @@ def test_unset_fields_take_the_cores_defaults_at_each_capacity():
     assert times(make_settings()) != times(make_config())  # checked with no capacity: 1,024
 
 
-def test_one_stream_for_evictions_and_prefetches_costs_time_under_pressure():
+def test_one_stream_for_evictions_and_prefetches_makes_prefetches_late_and_victims_linger():
     """The user-mode engine's stream runs its write-backs and prefetches one
-    after another; the kernel module's backend overlaps them on the two links."""
+    after another: its prefetches arrive late where the kernel module's,
+    overlapped on the two links, do not.  And under an emulated capacity a
+    victim stays on the GPU until its write-back starts, so some uses that
+    would fault on a GPU that small find it still there."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 512 << 20
     report = simulate(t, [cap], ["deepum", "deepum-user"], make_settings(), cost_model(calibration.load()),
                       compute_from_trace(t))
-    assert sum(it.evictions for it in report.steady("deepum-user", cap)) > 0
-    assert report.mean_time_ns("deepum-user", cap) > 1.05 * report.mean_time_ns("deepum", cap)
+    module, user = report.steady("deepum", cap), report.steady("deepum-user", cap)
+    assert sum(it.evictions for it in user) > 0
+    assert sum(it.late_stall_ns for it in user) > sum(it.late_stall_ns for it in module)
+    assert sum(it.lingering for it in user) > 0 and sum(it.lingering for it in module) == 0
 
 
 def test_write_backs_on_a_stream_of_their_own_stop_delaying_prefetches():
@@ -326,20 +332,20 @@ def test_an_engine_in_the_driver_hears_misses_late(gpt2_kept):
 def test_per_launch_traces_predict_the_measured_runs():
     """scripts/validate_simulator's per-launch cases (issue 7), with every
     block each kernel touches in the trace, the engine's write-backs costed as
-    measured in training runs (engine_write_back_per_2MiB_us).  Against the runs of
-    the traces' own kernels (eighth session, the ninth's five calls):
-    `deepum-issuer` within +-20% of the engine's ResNet-50 runs in 9 of 10,
-    +8..+24% for GPT-2's three, 25-81% slow for every BERT run (the
-    simulated core moves ~45% more data than BERT's engine did); `uvm-user`
-    (the emulated demand mode) within +-20% of every GPT-2 and ResNet-50
-    demand run at half the working set, 33-76% slow for BERT's; at three
-    quarters BERT's and ResNet-50's demand runs faulted about half the
-    blocks the simulated least-recently-migrated order does (+50..+142%),
-    GPT-2's every block every iteration, as simulated (-6%): the two steady
-    states of that order (docs/SIMULATOR.md, "Ninth session").  Against the
-    runs before, with deterministic algorithms (37-47% more kernels per
-    iteration than the traces have): `uvm` within +-20% of all nine demand
-    runs, `deepum-issuer` of 14 of 18 engine runs."""
+    measured in training runs, and its victims on the GPU until their
+    write-backs start.  Against the runs of the traces' own kernels (eighth
+    session, the ninth's five calls): `deepum-issuer` within +-20% of the
+    engine's three GPT-2 runs, of BERT's in 5 of 10 (the rest 21-63% slow)
+    and of ResNet-50's in 5 of 10 (the rest 23-39% fast); `uvm-user` (the
+    emulated demand mode) within +-20% of every GPT-2 and ResNet-50 demand
+    run at half the working set, 33-76% slow for BERT's; at three quarters
+    BERT's and ResNet-50's demand runs faulted about half the blocks the
+    simulated least-recently-migrated order does (+50..+142%), GPT-2's every
+    block every iteration, as simulated (-6%): the two steady states of that
+    order (docs/SIMULATOR.md, "Ninth session").  Against the runs before,
+    with deterministic algorithms (37-47% more kernels per iteration than the
+    traces have): `uvm` within +-20% of all nine demand runs,
+    `deepum-issuer` of 15 of 18 engine runs."""
     rows = load_script("validate_simulator").per_launch_cases()
     same = [r for r in rows if "-same-kernels" in r.case]
     assert len({r.case for r in same}) == 12
@@ -350,11 +356,10 @@ def test_per_launch_traces_predict_the_measured_runs():
         assert found
         return found
 
-    resnet_engine = cells("resnet50", "deepum", "deepum-issuer")
-    assert len(resnet_engine) == 10 and sum(r.within_bar for r in resnet_engine) == 9
-    gpt2_engine = cells("gpt2", "deepum", "deepum-issuer")
-    assert len(gpt2_engine) == 3 and all(0 < r.error < 0.25 for r in gpt2_engine)
-    assert all(r.error > 0.2 for r in cells("bert", "deepum", "deepum-issuer"))
+    engine = {model: cells(model, "deepum", "deepum-issuer") for model in ("gpt2", "bert", "resnet50")}
+    assert [len(engine[m]) for m in engine] == [3, 10, 10]
+    assert [sum(r.within_bar for r in engine[m]) for m in engine] == [3, 5, 5]
+    assert all(r.error > 0 for r in engine["bert"]) and all(r.error < 0 for r in engine["resnet50"])
     assert all(r.within_bar for r in cells("resnet50", "demand", "uvm-user", (0.5,)))
     assert all(r.within_bar for r in cells("gpt2", "demand", "uvm-user"))  # 75%: the all-miss state
     assert not any(r.within_bar for r in cells("bert", "demand", "uvm-user", (0.5,)))
@@ -364,8 +369,8 @@ def test_per_launch_traces_predict_the_measured_runs():
     demand = [r for r in before if r.measured_run == "demand" and r.policy == "uvm"]
     assert len(demand) == 9 and {r.case.split("-")[0] for r in demand} == {"gpt2", "bert", "resnet50"}
     assert all(r.within_bar for r in demand), [r for r in demand if not r.within_bar]
-    engine = [r for r in before if r.policy == "deepum-issuer"]
-    assert len(engine) == 18 and sum(r.within_bar for r in engine) == 14
+    engine_before = [r for r in before if r.policy == "deepum-issuer"]
+    assert len(engine_before) == 18 and sum(r.within_bar for r in engine_before) == 15
 
 
 def test_runs_compared_as_the_traces_kernels_launched_what_the_trace_did():

@@ -118,10 +118,14 @@ static bool user_api(const struct dum_sim *s)
 	return one_stream(s) || s->policy == DUM_SIM_DEEPUM_SPLIT;
 }
 
-/* UVM_USER: evicted, but its write-back has not started: the GPU still has it. */
-static bool leaving(const struct dum_sim *s, const struct sim_block *b)
+/* Evicted under an emulated capacity, its write-back not started: the GPU
+ * still has it, and a use costs nothing (and goes unheard). */
+static bool lingering(struct dum_sim *s, const struct sim_block *b)
 {
-	return b->leaves_ns > s->now;
+	if (b->leaves_ns <= s->now)
+		return false;
+	cur(s)->lingering++;
+	return true;
 }
 
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
@@ -310,7 +314,7 @@ static int access_demand(struct dum_sim *s, __u64 blk, __u64 bytes)
 
 	if (slot == DUM_NIL)
 		return -ENOMEM;
-	if (dum_block_resident(dum_block_at(&s->res, slot)) || leaving(s, &s->blocks[slot]))
+	if (dum_block_resident(dum_block_at(&s->res, slot)) || lingering(s, &s->blocks[slot]))
 		return 0;
 	if (s->capacity && s->res.resident >= s->capacity) {
 		if (s->policy == DUM_SIM_UVM_USER) {
@@ -358,7 +362,7 @@ static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __
  */
 static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32 n)
 {
-	__u64 cost = 0;
+	__u64 start = max64(max64(s->d2h_free, s->stream_free), s->now), cost = 0;
 	bool ranged = false;
 	__u32 i;
 
@@ -377,6 +381,8 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 			cost += s->cost.discard_ns;
 			continue;
 		}
+		if (slot != DUM_NIL && user_api(s))
+			s->blocks[slot].leaves_ns = start + cost;
 		cost += copy_ns(1ULL << s->shift,
 				user_api(s) ? s->cost.user_evict_bytes_per_sec : s->cost.evict_bytes_per_sec);
 		ranged = true;
@@ -389,7 +395,8 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 	 * to the host); the module's backend evicts inside the driver. */
 	if (ranged && user_api(s))
 		cost += s->cost.evict_range_ns;
-	s->d2h_free = max64(max64(s->d2h_free, s->stream_free), s->now) + cost;
+	/* (the module's fault-path evictions above may have moved the clock past start) */
+	s->d2h_free = max64(start, s->now) + cost;
 	if (one_stream(s))
 		s->stream_free = s->d2h_free;
 	return s->d2h_free;
@@ -519,6 +526,8 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		use_block(s, b);	/* faulted in already; the engine has yet to hear */
 		return 0;
 	}
+	if (lingering(s, b))
+		return 0;
 	/* The core hears of the fault first: it may evict (DEMAND) and walk on. */
 	charge_fault(s, bytes);
 	b->arrival_ns = s->now;

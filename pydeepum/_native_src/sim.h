@@ -19,9 +19,7 @@
  *   UVM_USER  UVM as libdeepum's DEEPUM_MODE=demand emulates it under
  *           DEEPUM_CAPACITY on a larger GPU: a fault does not wait for room;
  *           the engine hears it and writes the least recently migrated
- *           block back on its stream, one range each; a victim stays on
- *           the GPU (used without a fault, unheard) until its write-back
- *           starts;
+ *           block back on its stream, one range each;
  *   DEEPUM  the prefetch core in the loop: its prefetches, coalesced into
  *           contiguous ranges, queue on the link behind faults and pay a
  *           per-range cost; its pre-evictions use the device-to-host link;
@@ -48,6 +46,9 @@
  *           only blocks needed later than the one fetched (which may then
  *           have to come back: more bytes than MIN);
  *   MIN     Belady's MIN, for its bytes: the fewest any policy moves.
+ * Under an emulated capacity (UVM_USER, DEEPUM_USER, _ISSUER, _SPLIT) an
+ * evicted block stays on the GPU until its write-back starts: a kernel that
+ * uses it before then does not fault, and nobody hears of that use.
  * The ideal bound of an iteration (computed by the caller) is max(compute,
  * MIN's bytes / link bandwidth).
  */
@@ -96,6 +97,7 @@ struct dum_sim_iteration {
 	__u64 useful;		/* prefetched blocks touched before they left */
 	__u64 evictions;
 	__u64 fault_evictions;	/* evictions on the fault path */
+	__u64 lingering;	/* uses of an evicted block whose write-back had not started */
 	__u64 iteration;	/* index from the ITERATION record */
 };
 
