@@ -745,6 +745,34 @@ def test_per_launch_access_sets_record_every_block_each_launch_touches(tmp_path,
         assert moved == [[(0, 3), (4, 1), (6, 4)], [(10, 2)], [(4, 1)], [(0, 3), (10, 2)]]
 
 
+def test_per_launch_capture_has_one_line_per_block_and_kind_for_each_launch(tmp_path):
+    """A real GPU reports every faulting 4 KiB page (GPT-2 XL's per-launch capture: 6.6 GB of lines
+    for four iterations): the tracer merges each launch's UVM events per block and kind, keeping
+    what the importer reads (first time and access type, bytes moved in)."""
+    env = {"DEEPUM_TRACE_ACCESS_SET": "launch", **uvm_queue(tmp_path)}
+    _, one = traced(tmp_path, "train", "3", env={**env, "FAKECUDA_FAULT_EVENTS": "1"})
+    _, many = traced(tmp_path, "train", "3", env={**env, "FAKECUDA_FAULT_EVENTS": "16"})
+    lines = many.read_text().splitlines()
+    seen: set = set()
+    for line in lines:
+        if line.startswith(("L,", "M,")):  # each launch's events follow its L line
+            seen = set()
+        elif line.startswith("U,"):
+            f = line.split(",")
+            key = (f[1], int(f[5], 16) >> 21)
+            assert key not in seen, f"two lines for one block and kind after one launch: {line}"
+            seen.add(key)
+    faults = [sum(line.startswith("U,4,") for line in path.read_text().splitlines()) for path in (one, many)]
+    assert faults[0] == faults[1] > 0
+
+    def accesses(t: Trace) -> list:
+        f = t.records[t.records["type"] == FAULT]
+        return sorted(zip(f["addr"] - t.records["addr"][t.records["type"] == ALLOC].min(),
+                          f["len"], f["exec_id"], f["aux"], f["flags"]))
+    a, b = import_file(one), import_file(many)
+    assert accesses(a) == accesses(b) and blocks_by_launch(b) == [TRAIN_ACCESSES] * 3
+
+
 def test_a_trace_asking_for_the_uvm_queue_without_one_fails_with_the_reason(tmp_path):
     r, capture = traced(tmp_path, "train", "2", env={"DEEPUM_FAULTS": "uvm-tools", "DEEPUM_UVM_TOOLS": "/no/such/tools"})
     assert r.stdout == "ok train\n"  # the program runs on
@@ -962,6 +990,41 @@ def test_capture_traces_per_launch_names_and_flags_its_trace(tmp_path, monkeypat
     assert "error" not in provenance and provenance["per_launch"], provenance
     trace = Trace.read(tmp_path / "h200-gpt2-124m-bs8x512-perlaunch-5it.dut.gz")
     assert trace.per_launch and blocks_by_launch(trace) == [TRAIN_ACCESSES] * 5
+
+
+def test_capture_traces_keeps_the_complete_iterations_of_a_capture_that_timed_out(tmp_path, monkeypatch):
+    """A per-launch capture of a large model can outlast its call: the
+    iterations completed before the timeout are kept, named for what they are."""
+    monkeypatch.syspath_prepend(str(GPU_SCRIPTS))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(FAKE))
+    monkeypatch.setenv("DEEPUM_DEVICE", str(tmp_path / "no-such-device"))
+    import capture_traces
+
+    rows = "".join(f'echo \'{{"iteration": {i}, "s": 0.5, "loss": {9 - i}}}\'; ' for i in range(6))
+    # Six iterations closed, then the process never ends (the tracer asked for eight).
+    worker = ["sh", "-c", f"{FAKE}/cuda_app symbol train 6 >/dev/null && {rows} exec sleep 60"]
+    provenance = capture_traces.capture("gpt2", tmp_path, 8, 1, 8, worker=worker, per_launch=True)
+    assert "error" not in provenance, provenance
+    assert provenance["timed_out"] == "timed out after 8 s; kept the 6 complete iterations"
+    assert provenance["trace"] == "h200-gpt2-124m-bs8x512-perlaunch-6it.dut.gz" and provenance["iterations"] == 6
+    assert provenance["run"] == {"iteration_s": [0.5] * 6, "losses": [9, 8, 7, 6, 5, 4]}
+    trace = Trace.read(tmp_path / provenance["trace"])
+    assert trace.per_launch and blocks_by_launch(trace) == [TRAIN_ACCESSES] * 6
+    assert trace.meta["provenance"]["timed_out"] == provenance["timed_out"]
+    assert not list(tmp_path.glob(".capture-*")), "the raw capture's directory is left behind"
+
+
+def test_capture_traces_cuts_a_killed_capture_after_its_last_complete_mark(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(GPU_SCRIPTS))
+    import capture_traces
+
+    _, capture = traced(tmp_path, "train", "3")
+    whole = capture.read_bytes()
+    closing = whole.index(b"\n", whole.rindex(b"\nM,") + 1) + 1
+    capture.write_bytes(whole + b"L,99,1,abc,0,123,7\nU,1,4,99")  # an iteration begun, a line half-written
+    assert capture_traces.cut_at_last_mark(capture) == 4
+    assert capture.read_bytes() == whole[:closing]
+    assert len(import_file(capture).iteration_summary()) == 3
 
 
 def test_validate_trace_accepts_the_reference_and_rejects_another_workload(tmp_path):

@@ -103,13 +103,27 @@ static _Atomic bool queue_draining;	/* the thread runs */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;	/* one reader of the queue */
 static _Atomic u64 last_external_id;
 
-/* Per-launch access sets: the blocks that came in since the last launch went
- * back, as block numbers (DEEPUM_DEFAULT_BLOCK_SHIFT); past TOUCHED_MAX the
- * tracer moves all managed memory back instead. */
-enum { TOUCHED_MAX = 16384 };
-static u64 touched[TOUCHED_MAX];	/* under queue_lock */
-static u32 touched_len;			/* under queue_lock */
-static bool touched_overflow;		/* under queue_lock */
+/* Per-launch mode with the UVM queue: the events since the last launch went
+ * back, one entry per block and kind: the first event's time and access type
+ * or cause, the lowest address, the bytes summed.  That is all the importer
+ * keeps of them (one FAULT per kernel and block: its first record's time,
+ * address and access type, and the bytes moved in), and with a synchronize
+ * after every launch an entry holds one kernel's events; so the capture gets
+ * a line per entry, not one per 4 KiB fault and migrated chunk (GPT-2 XL:
+ * 6.6 GB of lines for four iterations, more than Python could import in a
+ * device call).  The entries moved in are also what goes back after the
+ * launch.  Past EPOCH_MAX entries the events are written as they come and
+ * all managed memory goes back instead. */
+enum { EPOCH_SLOTS = 1 << 16, EPOCH_MAX = EPOCH_SLOTS / 2 };
+struct epoch_entry {
+	u64 block, ts, addr, bytes;
+	u32 kind;	/* enum fault_kind + 1; 0: a free slot */
+	u32 detail;
+};
+static struct epoch_entry epoch[EPOCH_SLOTS];	/* under queue_lock */
+static u32 epoch_used[EPOCH_MAX];		/* under queue_lock: slots in use */
+static u32 epoch_len;				/* under queue_lock */
+static bool epoch_overflow;			/* under queue_lock */
 
 static void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void trace_line(const char *fmt, ...)
@@ -170,48 +184,111 @@ static uint64_t queue_clock(void)
 	return engine_clock_ns();
 }
 
-/* Everything the UVM queue holds now, as U lines. */
-/* Called with queue_lock held. */
-static void note_touched(const struct fault_event *e)
+static void write_event(u32 kind, u64 ts, u64 addr, u64 bytes, u32 detail)
 {
-	u64 first = e->addr >> DEEPUM_DEFAULT_BLOCK_SHIFT;
-	u64 last = (e->addr + (e->bytes ? e->bytes : 1) - 1) >> DEEPUM_DEFAULT_BLOCK_SHIFT;
-
-	for (u64 blk = first; blk <= last && !touched_overflow; blk++) {
-		if (touched_len && touched[touched_len - 1] == blk)
-			continue;	/* a kernel's faults come block by block */
-		if (touched_len == TOUCHED_MAX)
-			touched_overflow = true;
-		else
-			touched[touched_len++] = blk;
-	}
+	if (kind == EV_FAULT)
+		fprintf(out, "U,4,1,%llu,%llu,%llx,%u\n", (unsigned long long)ts, (unsigned long long)ts,
+			(unsigned long long)addr, detail);
+	else if (kind == EV_MIGRATED_IN || kind == EV_MIGRATED_OUT)
+		fprintf(out, "U,%u,%llu,%llu,%llu,%llx,%u\n", kind == EV_MIGRATED_IN ? 1 : 2,
+			(unsigned long long)bytes, (unsigned long long)ts, (unsigned long long)ts,
+			(unsigned long long)addr, detail);
 }
 
+static struct epoch_entry *epoch_slot(u64 block, u32 kind)
+{
+	u32 i = (u32)(((block * 0x9e3779b97f4a7c15ull) ^ kind) >> 48) & (EPOCH_SLOTS - 1);
+
+	while (epoch[i].kind && (epoch[i].block != block || epoch[i].kind != kind + 1))
+		i = (i + 1) & (EPOCH_SLOTS - 1);
+	if (!epoch[i].kind) {
+		epoch[i] = (struct epoch_entry){ .block = block, .kind = kind + 1, .ts = UINT64_MAX, .addr = UINT64_MAX };
+		epoch_used[epoch_len++] = i;
+	}
+	return &epoch[i];
+}
+
+/* Called with queue_lock held.  False: @e is to be written as it is. */
+static bool epoch_add(const struct fault_event *e)
+{
+	u64 end = e->addr + (e->bytes ? e->bytes : 1);
+	u64 first = e->addr >> DEEPUM_DEFAULT_BLOCK_SHIFT, last = (end - 1) >> DEEPUM_DEFAULT_BLOCK_SHIFT;
+
+	if (e->kind != EV_FAULT && e->kind != EV_MIGRATED_IN && e->kind != EV_MIGRATED_OUT)
+		return false;
+	if (epoch_overflow || epoch_len + (last - first + 1) > EPOCH_MAX) {
+		epoch_overflow = true;
+		return false;
+	}
+	for (u64 block = first; block <= last; block++) {
+		struct epoch_entry *entry = epoch_slot(block, e->kind);
+		u64 lo = e->addr > block << DEEPUM_DEFAULT_BLOCK_SHIFT ? e->addr : block << DEEPUM_DEFAULT_BLOCK_SHIFT;
+		u64 hi = (block + 1) << DEEPUM_DEFAULT_BLOCK_SHIFT;
+
+		if (e->ts < entry->ts) {
+			entry->ts = e->ts;
+			entry->detail = e->detail;
+		}
+		if (lo < entry->addr)
+			entry->addr = lo;
+		if (e->bytes)
+			entry->bytes += (end < hi ? end : hi) - lo;
+	}
+	return true;
+}
+
+/* Called with queue_lock held: the epoch's lines, and into @blocks (when not
+ * NULL, room for EPOCH_MAX) the blocks it moved in.  False: it overflowed,
+ * so those blocks are not all known. */
+static bool epoch_close(u64 *blocks, u32 *n)
+{
+	bool complete = !epoch_overflow;
+
+	pthread_mutex_lock(&file_lock);
+	for (u32 i = 0; i < epoch_len; i++) {
+		struct epoch_entry *e = &epoch[epoch_used[i]];
+		u32 kind = e->kind - 1;
+
+		if (out)
+			write_event(kind, e->ts, e->addr, e->bytes, e->detail);
+		if (blocks && kind != EV_MIGRATED_OUT)
+			blocks[(*n)++] = e->block;
+		e->kind = 0;
+	}
+	pthread_mutex_unlock(&file_lock);
+	epoch_len = 0;
+	epoch_overflow = false;
+	return complete;
+}
+
+/* Everything the UVM queue holds now, as U lines (per-launch: into the epoch). */
 static void drain_queue(void)
 {
 	static struct fault_event events[4096];
+	bool per_launch = deepum.trace_access_set == ACCESS_SET_LAUNCH;
 	u32 n;
 
 	pthread_mutex_lock(&queue_lock);
 	while ((n = faults_poll(events, sizeof(events) / sizeof(events[0])))) {
-		if (deepum.trace_access_set == ACCESS_SET_LAUNCH)
-			for (u32 i = 0; i < n; i++)
-				if (events[i].kind == EV_FAULT || events[i].kind == EV_MIGRATED_IN)
-					note_touched(&events[i]);
 		pthread_mutex_lock(&file_lock);
 		for (u32 i = 0; out && i < n; i++) {
 			const struct fault_event *e = &events[i];
 
-			if (e->kind == EV_FAULT)
-				fprintf(out, "U,4,1,%llu,%llu,%llx,%u\n", (unsigned long long)e->ts,
-					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);
-			else if (e->kind == EV_MIGRATED_IN || e->kind == EV_MIGRATED_OUT)
-				fprintf(out, "U,%u,%llu,%llu,%llu,%llx,%u\n", e->kind == EV_MIGRATED_IN ? 1 : 2,
-					(unsigned long long)e->bytes, (unsigned long long)e->ts,
-					(unsigned long long)e->ts, (unsigned long long)e->addr, e->detail);
+			if (!per_launch || !epoch_add(e))
+				write_event(e->kind, e->ts, e->addr, e->bytes, e->detail);
 		}
 		pthread_mutex_unlock(&file_lock);
 	}
+	pthread_mutex_unlock(&queue_lock);
+}
+
+/* The UVM queue's last events, and the epoch they are in, as U lines. */
+static void drain_all(void)
+{
+	faults_flush();
+	drain_queue();
+	pthread_mutex_lock(&queue_lock);
+	epoch_close(NULL, NULL);
 	pthread_mutex_unlock(&queue_lock);
 }
 
@@ -255,8 +332,7 @@ static void queue_stop(void)
 	if (!atomic_exchange(&queue_draining, false))
 		return;
 	pthread_join(queue_thread, NULL);
-	faults_flush();
-	drain_queue();
+	drain_all();
 	faults_stop();
 }
 
@@ -397,10 +473,6 @@ static bool flush_to_host(void)
 		rc = REAL(cuCtxSynchronize)();
 	if (rc != CUDA_SUCCESS)
 		trace_fail("moving managed memory to the host failed (CUDA error %d)", rc);
-	pthread_mutex_lock(&queue_lock);
-	touched_len = 0;
-	touched_overflow = false;
-	pthread_mutex_unlock(&queue_lock);
 	return rc == CUDA_SUCCESS;
 }
 
@@ -415,10 +487,10 @@ static int block_order(const void *a, const void *b)
  * what it brought in back to the host, in runs of adjacent blocks. */
 static bool launch_to_host(void)
 {
-	static u64 blocks[TOUCHED_MAX];
+	static u64 blocks[EPOCH_MAX];
 	CUresult rc = CUDA_SUCCESS;
-	bool everything;
-	u32 n;
+	bool complete;
+	u32 n = 0;
 
 	if (REAL(cuCtxSynchronize)() != CUDA_SUCCESS) {
 		trace_fail("cuCtxSynchronize failed after a launch");
@@ -429,13 +501,9 @@ static bool launch_to_host(void)
 	faults_flush();
 	drain_queue();
 	pthread_mutex_lock(&queue_lock);
-	everything = touched_overflow;
-	n = touched_len;
-	memcpy(blocks, touched, n * sizeof(*blocks));
-	touched_len = 0;
-	touched_overflow = false;
+	complete = epoch_close(blocks, &n);
 	pthread_mutex_unlock(&queue_lock);
-	if (everything)
+	if (!complete)
 		return flush_to_host();
 	qsort(blocks, n, sizeof(*blocks), block_order);
 	for (u32 i = 0, j; i < n && rc == CUDA_SUCCESS; i = j) {
@@ -514,10 +582,8 @@ static void mark(void)
 	if (first ? !recording_start()
 		  : !cupti_ok(cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
 		return;
-	if (from_uvm_queue) {
-		faults_flush();
-		drain_queue();
-	}
+	if (from_uvm_queue)
+		drain_all();
 	ts = timestamp();
 	if (first && deepum.trace_access_set == ACCESS_SET_LAUNCH)
 		trace_line("O,per-launch");

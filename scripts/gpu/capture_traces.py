@@ -23,10 +23,15 @@ times slower).  Written to DIR:
                                            the reference capture (validate_trace.py)
 
 Run one workload per call: each takes 1-2 minutes on the H200, and
---timeout (seconds) stops one that would not.  Exits 1 if any workload
-failed (its JSON then says why), 0 otherwise; a gpt2 trace that disagrees
-with the reference is reported, not failed.  The GPU-memory rule is
-enforced by models.build() in the training process.
+--timeout (seconds) stops one that would not.  A capture stopped by the
+timeout keeps the iterations it completed: the trace is then named for
+those (a per-launch trace of a large model can take minutes per iteration),
+its JSON says "timed_out", and the iteration times and losses are the ones
+the training process printed before it was stopped.  Exits 1 if any
+workload failed (its JSON then says why; a timeout without one complete
+iteration is a failure), 0 otherwise; a gpt2 trace that disagrees with the
+reference is reported, not failed.  The GPU-memory rule is enforced by
+models.build() in the training process.
 
 (Internally, "capture_traces.py --train WORKLOAD ITERATIONS WARMUP" is that
 training process.)
@@ -40,6 +45,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import signal
 import site
 import socket
@@ -58,7 +64,8 @@ STEMS = {"gpt2": "gpt2-124m-bs8x512", "bert": "bert-base-bs16x128", "resnet50": 
 
 
 def train(name: str, iterations: int, warmup: int) -> None:
-    """The traced process: prints one JSON line about the run."""
+    """The traced process: one JSON line per traced iteration as it ends
+    (what a capture stopped by its timeout keeps), then one about the run."""
     import torch
 
     import models
@@ -78,6 +85,7 @@ def train(name: str, iterations: int, warmup: int) -> None:
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
         losses.append(loss.item())
+        print(json.dumps({"iteration": len(seconds) - 1, "s": seconds[-1], "loss": losses[-1]}), flush=True)
     mark_iteration()  # closes the last iteration
     print(json.dumps({
         "workload": name, "description": workload.description,
@@ -110,20 +118,69 @@ def stem(name: str, iterations: int, per_launch: bool) -> str:
     return f"h200-{STEMS[name]}-{'perlaunch' if per_launch else 'accessset'}-{iterations}it"
 
 
+def cut_at_last_mark(capture: Path) -> int:
+    """Truncate a capture whose tracer was killed after its last complete
+    iteration mark (M line): what follows belongs to no complete iteration
+    and may end in a half-written line.  Returns the marks kept."""
+    marks, keep, offset = 0, 0, 0
+    with capture.open("rb") as f:
+        for line in f:
+            offset += len(line)
+            if line.startswith(b"M,") and line.endswith(b"\n"):
+                marks, keep = marks + 1, offset
+    with capture.open("r+b") as f:
+        f.truncate(keep)
+    return marks
+
+
+def salvage(name: str, out: Path, workdir: Path, per_launch: bool, provenance: dict, stdout: str) -> Path | None:
+    """After a timeout: the complete iterations of the capture libdeepum left
+    in @workdir (deepumctl's temporary directory survives its SIGKILL), as a
+    trace named for them, or None with provenance["error"] saying why."""
+    from pydeepum.errors import DeepumError
+    from pydeepum.importers import import_cupti_capture
+
+    captures = sorted(workdir.glob("deepum-trace-*/capture.*.csv"))
+    if len(captures) != 1:
+        provenance["error"] += f"; {len(captures)} captures left behind, nothing kept"
+        return None
+    marks = cut_at_last_mark(captures[0])
+    if marks < 2:
+        provenance["error"] += "; no iteration was complete"
+        return None
+    try:
+        trace = import_cupti_capture(captures[0])
+    except DeepumError as e:
+        provenance["error"] += f"; its capture could not be read: {e}"
+        return None
+    kept = marks - 1
+    provenance["timed_out"] = provenance.pop("error") + f"; kept the {kept} complete iterations"
+    provenance["iterations"] = kept
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"iteration"')]
+    provenance["run"] = {"iteration_s": [r["s"] for r in rows], "losses": [r["loss"] for r in rows]}
+    trace.meta["provenance"] = {"command": provenance["command"], "returncode": None}
+    path = out / f"{stem(name, kept, per_launch)}.dut.gz"
+    trace.write(path)
+    provenance["trace"] = path.name
+    return path
+
+
 def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
             worker: list[str] | None = None, faults: str = "auto", per_launch: bool = False) -> dict:
     """Trace @name into @out; its provenance (with "error" if it failed).
     @worker replaces the training process (tests run the plumbing without a GPU)."""
-    from pydeepum.trace import Trace
-    from validate_trace import REFERENCE, compare
-
     trace_path = out / f"{stem(name, iterations, per_launch)}.dut.gz"
     worker = worker or [sys.executable, str(Path(__file__).resolve()), "--train", name, str(iterations), str(warmup)]
     cupti = find_cupti()
     command = [sys.executable, "-c", "from pydeepum.cli import cli; cli()", "trace", "record",
                "--iterations", str(iterations), "-o", str(trace_path), *(["--cupti", cupti] if cupti else []),
                "--faults", faults, *(["--per-launch"] if per_launch else []), "--", *worker]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # deepumctl's temporary directory (the raw capture) where a timeout can find it.
+    workdir = out / f".capture-{name}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "TMPDIR": str(workdir)}
     provenance: dict = {
         "workload": name, "trace": trace_path.name, "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -141,7 +198,10 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
         stdout, stderr = child.communicate()
         provenance["error"] = f"timed out after {timeout:.0f} s"
         provenance["stderr_tail"] = stderr[-4000:]
-        return provenance
+        salvaged = salvage(name, out, workdir, per_launch, provenance, stdout)
+        return provenance if salvaged is None else describe(salvaged, name, provenance)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     done = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
     provenance["wall_s"] = round(time.monotonic() - started, 1)
     provenance["tracer_summary"] = [line for line in done.stderr.splitlines()
@@ -151,6 +211,14 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
         provenance["stderr_tail"] = done.stderr[-4000:]
         return provenance
     provenance["run"] = json.loads(done.stdout.splitlines()[-1])
+    return describe(trace_path, name, provenance)
+
+
+def describe(trace_path: Path, name: str, provenance: dict) -> dict:
+    """Put @provenance into the trace's metadata, and what the trace holds into @provenance."""
+    from pydeepum.trace import Trace
+    from validate_trace import REFERENCE, compare
+
     trace = Trace.read(trace_path)
     trace.meta["provenance"].update({k: v for k, v in provenance.items() if k != "command"})
     trace.write(trace_path)
@@ -180,17 +248,20 @@ def main() -> None:
                     help="the tracer's fault source (auto: the UVM queue where it can be read, else CUPTI)")
     ap.add_argument("--per-launch", action="store_true", help="every launch's accesses, not first touches")
     args = ap.parse_args()
-    if args.iterations < 5 or args.warmup < 1:
-        ap.error("the traces need at least 5 iterations after at least 1 warm-up")
+    # Per-launch traces of large models take minutes per iteration: 3 (one to
+    # learn from, two to predict) is what fits a call on the H200.
+    least = 3 if args.per_launch else 5
+    if args.iterations < least or args.warmup < 1:
+        ap.error(f"the traces need at least {least} iterations after at least 1 warm-up")
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.workloads:
         provenance = capture(name, args.out, args.iterations, args.warmup, args.timeout, faults=args.faults,
                              per_launch=args.per_launch)
-        path = args.out / f"{stem(name, args.iterations, args.per_launch)}.json"
+        path = args.out / provenance["trace"].replace(".dut.gz", ".json")
         path.write_text(json.dumps(provenance, indent=2) + "\n")
         failed |= "error" in provenance
-        print(f"{name}: {provenance.get('error', 'ok')}; {path}")
+        print(f"{name}: {provenance.get('error', provenance.get('timed_out', 'ok'))}; {path}")
         for line in provenance.get("tracer_summary", []):
             print(f"  {line}")
         if "validation" in provenance:
