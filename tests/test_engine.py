@@ -662,6 +662,38 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
 
 
+def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkeypatch):
+    """deepum-unmarked: the program makes no mark (bench_train's worker skips them), libdeepum
+    finds its iterations, and the measured ones are the last detected."""
+    import json as _json
+
+    bench_train = load_script("bench_train")
+    probe = {"free_bytes": 80 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
+             "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
+
+    def stand_in(args: list[str]) -> list[str]:
+        if args[0] == "probe":
+            return ["echo", _json.dumps(probe)]
+        total = int(args[2])
+        line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
+                            "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0})
+        scenario = 'layers$([ "$BENCH_TRAIN_UNMARKED" = 1 ] && echo -unmarked)'
+        return ["sh", "-c", f"{FAKE}/cuda_app symbol {scenario} {total} {LAYERS} >/dev/null && echo '{line}'"]
+
+    monkeypatch.setattr(bench_train, "worker_command", stand_in)
+    monkeypatch.setattr(bench_train, "LIB", LIB_FAULTS)
+    for name, value in {"DEEPUM_TEST_LOCKSTEP": "1", "LD_LIBRARY_PATH": str(FAKE), "DEEPUM_CUPTI": str(FAKE_CUPTI),
+                        "DEEPUM_FAULTS": "cupti", "DEEPUM_WRITE_EVERY": "1"}.items():
+        monkeypatch.setenv(name, value)
+    report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=9, out=tmp_path, deadline=180,
+                               timeout=60, smoke=False, runs=("deepum", "deepum-unmarked"))
+    marked, unmarked = (report["budgets"][0]["runs"][name] for name in ("deepum", "deepum-unmarked"))
+    assert marked["iterations_detected"] == 0 and unmarked["iterations_detected"] >= 3, unmarked
+    # the last three detected iterations: whole loops, learned (nothing faults any more)
+    assert unmarked["launches_per_iteration"] == marked["launches_per_iteration"] == 2 * LAYERS
+    assert unmarked["faulted_blocks"] == marked["faulted_blocks"] == 0 and unmarked["prefetched_blocks"] > 0
+
+
 def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monkeypatch):
     import json as _json
 
