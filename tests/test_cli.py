@@ -61,6 +61,28 @@ def test_trace_synth_then_replay(tmp_path):
     assert run("replay", str(out)).exit_code == 0
 
 
+def test_trace_extend_repeats_the_last_iteration_and_says_so(tmp_path):
+    out = tmp_path / "longer.dut"
+    result = run("trace", "extend", str(GPT2_TRACE), "-o", str(out), "--repeat-last", "3")
+    assert result.exit_code == 0, result.output
+    t, longer = Trace.read(GPT2_TRACE), Trace.read(out)
+    bounds, more = t.iteration_bounds(), longer.iteration_bounds()
+    assert [i for i, _, _ in more] == list(range(9)) and more[:6] == bounds
+    _, start, end = bounds[-1]
+    last = t.records[start:end]
+    for _, s, e in more[6:]:
+        copy = longer.records[s:e]
+        # the same records, later by whole iterations
+        assert (copy[["type", "addr", "len", "exec_id", "flags"]] == last[["type", "addr", "len", "exec_id", "flags"]]).all()
+        assert len(set((copy["ts"] - last["ts"]).tolist())) == 1 and copy["ts"][0] > longer.records["ts"][s - 1]
+    assert longer.records["ts"][-1] >= longer.records["ts"][:-1].max()  # the closing mark stays last
+    info = json.loads(run("trace", "info", str(out), "--json").output)
+    assert info["extended"] == {"captured_iterations": 6, "last_repeated": 3,
+                                "note": "iterations after the captured ones are copies of the last captured one"}
+    bad = run("trace", "extend", str(GPT2_TRACE), "-o", str(out), "--repeat-last", "0")
+    assert bad.exit_code == 2 and "at least once" in bad.output
+
+
 def test_trace_import_records_provenance(tmp_path):
     src = tmp_path / "um.csv"
     src.write_text("counterKind,value,start,end,address,flags,srcId\n1,4096,1,2,4194304,2,0\n")

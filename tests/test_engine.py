@@ -688,7 +688,7 @@ def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkey
     report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=9, out=tmp_path, deadline=180,
                                timeout=60, smoke=False, runs=("deepum", "deepum-unmarked"))
     marked, unmarked = (report["budgets"][0]["runs"][name] for name in ("deepum", "deepum-unmarked"))
-    assert marked["iterations_detected"] == 0 and unmarked["iterations_detected"] >= 3, unmarked
+    assert marked["iterations_detected"] == 0 and unmarked["iterations_detected"] >= 4, unmarked
     # the last three detected iterations: whole loops, learned (nothing faults any more)
     assert unmarked["launches_per_iteration"] == marked["launches_per_iteration"] == 2 * LAYERS
     assert unmarked["faulted_blocks"] == marked["faulted_blocks"] == 0 and unmarked["prefetched_blocks"] > 0

@@ -1,4 +1,4 @@
-"""deepumctl trace: info, import, record, synth."""
+"""deepumctl trace: info, import, record, synth, extend."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def trace_info(trace_path, as_json):
         "flags": t.flags,
         "source": t.meta.get("source", {}),
     }
+    if "extended" in t.meta:
+        info["extended"] = t.meta["extended"]
     if as_json:
         emit_json(info)
         return
@@ -56,6 +58,8 @@ def trace_info(trace_path, as_json):
     source = info["source"]
     for key, value in (source.items() if isinstance(source, dict) else [("", source)]):
         click.echo(f"  source{'.' if key else ''}{key}: {value}")
+    if "extended" in info:
+        click.echo(f"  extended: {info['extended']}")
 
 
 def _parse_notes(notes: tuple[str, ...]) -> dict[str, str]:
@@ -183,3 +187,18 @@ def trace_synth(output, sets):
     t = generate(SynthSpec(**values))
     t.write(output)
     click.echo(f"{output}: {len(t.records):,} records, {len(t.iteration_bounds())} iterations")
+
+
+@trace_group.command("extend")
+@click.argument("trace_path", metavar="TRACE", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+@click.option("--repeat-last", "copies", type=int, required=True, metavar="N",
+              help="Play the last iteration N more times.")
+@fail_on_input_errors
+def trace_extend(trace_path, output, copies):
+    """Extrapolate a capture that ended before learning settled: its last
+    iteration repeated (said so in the trace's metadata, "extended")."""
+    t = Trace.read(trace_path).with_last_iteration_repeated(copies)
+    t.write(output)
+    click.echo(f"{output}: {len(t.records):,} records, {len(t.iteration_bounds())} iterations "
+               f"({copies} of them copies of the last captured)")
