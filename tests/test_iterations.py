@@ -4,7 +4,8 @@ training on the H200 (tests/data/libdeepum/), whose traces also hold the
 marks the training script made.  The detector must find those marks by
 itself.  ResNet-50's per-launch trace is among them because its exec IDs
 change as in the engine's runs (26% of the launches get new ones every
-step; in its first-touch trace none do): with 80% of a step's launches
+step; its first-touch trace was taken with exec IDs by place, where none
+do): with 80% of a step's launches
 required to repeat, the detector found no iteration in a live ResNet-50 run
 on the H200 (tenth session).
 GPT-2's per-layer temporaries come back every 49-50 launches, far more
