@@ -604,10 +604,10 @@ def test_deepumctl_run_sets_the_budget_and_summarises_the_engine(tmp_path):
 # ---- scripts/bench_train's plumbing, without a GPU ------------------------------------------
 
 
-def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, monkeypatch):
-    """bench() end to end with cuda_app's layers loop standing in for training:
-    the real libdeepum and engine on the fake driver, so the statistics, the
-    comparison, the table and the figure are the real code's."""
+def bench_train_on_the_fake_gpu(monkeypatch):
+    """scripts/bench_train with cuda_app's layers loop standing in for training (unmarked for
+    runs that set BENCH_TRAIN_UNMARKED): the real libdeepum and engine on the fake driver, so
+    the statistics, the comparison, the table and the figure are the real code's."""
     import json as _json
 
     bench_train = load_script("bench_train")
@@ -622,7 +622,8 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
                             "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0,
                             "libdeepum": True})
-        return ["sh", "-c", f"{FAKE}/cuda_app symbol layers {total} {LAYERS} >/dev/null && echo '{line}'"]
+        scenario = 'layers$([ "$BENCH_TRAIN_UNMARKED" = 1 ] && echo -unmarked)'
+        return ["sh", "-c", f"{FAKE}/cuda_app symbol {scenario} {total} {LAYERS} >/dev/null && echo '{line}'"]
 
     monkeypatch.setattr(bench_train, "worker_command", stand_in)
     monkeypatch.setattr(bench_train, "LIB", LIB_FAULTS)
@@ -631,6 +632,12 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
     monkeypatch.setenv("DEEPUM_CUPTI", str(FAKE_CUPTI))
     monkeypatch.setenv("DEEPUM_FAULTS", "cupti")
     monkeypatch.setenv("DEEPUM_WRITE_EVERY", "1")
+    return bench_train
+
+
+def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, monkeypatch):
+    """bench() end to end on the fake GPU."""
+    bench_train = bench_train_on_the_fake_gpu(monkeypatch)
     swept, refused = "deepum+LOOKAHEAD_BLOCKS=4", "deepum+LOOKAHEAD_BLOCKS=99999999"
     report = bench_train.bench("gpt2", [0.5, 0.75], iterations=3, warmup=3, out=tmp_path, deadline=180,
                                timeout=60, smoke=False, runs=("deepum", "demand", swept, refused))
@@ -664,27 +671,8 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
 
 def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkeypatch):
     """deepum-unmarked: the program makes no mark (bench_train's worker skips them), libdeepum
-    finds its iterations, and the measured ones are the last detected."""
-    import json as _json
-
-    bench_train = load_script("bench_train")
-    probe = {"free_bytes": 80 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
-             "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
-
-    def stand_in(args: list[str]) -> list[str]:
-        if args[0] == "probe":
-            return ["echo", _json.dumps(probe)]
-        total = int(args[2])
-        line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
-                            "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0})
-        scenario = 'layers$([ "$BENCH_TRAIN_UNMARKED" = 1 ] && echo -unmarked)'
-        return ["sh", "-c", f"{FAKE}/cuda_app symbol {scenario} {total} {LAYERS} >/dev/null && echo '{line}'"]
-
-    monkeypatch.setattr(bench_train, "worker_command", stand_in)
-    monkeypatch.setattr(bench_train, "LIB", LIB_FAULTS)
-    for name, value in {"DEEPUM_TEST_LOCKSTEP": "1", "LD_LIBRARY_PATH": str(FAKE), "DEEPUM_CUPTI": str(FAKE_CUPTI),
-                        "DEEPUM_FAULTS": "cupti", "DEEPUM_WRITE_EVERY": "1"}.items():
-        monkeypatch.setenv(name, value)
+    finds its iterations, and the measured ones are the last whole ones detected."""
+    bench_train = bench_train_on_the_fake_gpu(monkeypatch)
     report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=9, out=tmp_path, deadline=180,
                                timeout=60, smoke=False, runs=("deepum", "deepum-unmarked"))
     marked, unmarked = (report["budgets"][0]["runs"][name] for name in ("deepum", "deepum-unmarked"))
