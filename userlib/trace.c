@@ -282,14 +282,18 @@ static void drain_queue(void)
 	pthread_mutex_unlock(&queue_lock);
 }
 
-/* The UVM queue's last events, and the epoch they are in, as U lines. */
-static void drain_all(void)
+/* The UVM queue's last events, and the epoch they are in, as U lines; the
+ * blocks it moved in as epoch_close() gives them. */
+static bool drain_all(u64 *blocks, u32 *n)
 {
+	bool complete;
+
 	faults_flush();
 	drain_queue();
 	pthread_mutex_lock(&queue_lock);
-	epoch_close(NULL, NULL);
+	complete = epoch_close(blocks, n);
 	pthread_mutex_unlock(&queue_lock);
+	return complete;
 }
 
 static void *queue_drainer(void *arg)
@@ -332,7 +336,7 @@ static void queue_stop(void)
 	if (!atomic_exchange(&queue_draining, false))
 		return;
 	pthread_join(queue_thread, NULL);
-	drain_all();
+	drain_all(NULL, NULL);
 	faults_stop();
 }
 
@@ -489,7 +493,6 @@ static bool launch_to_host(void)
 {
 	static u64 blocks[EPOCH_MAX];
 	CUresult rc = CUDA_SUCCESS;
-	bool complete;
 	u32 n = 0;
 
 	if (REAL(cuCtxSynchronize)() != CUDA_SUCCESS) {
@@ -498,12 +501,7 @@ static bool launch_to_host(void)
 	}
 	if (!from_uvm_queue)
 		return flush_to_host();	/* CUPTI's counters are not read until flushed */
-	faults_flush();
-	drain_queue();
-	pthread_mutex_lock(&queue_lock);
-	complete = epoch_close(blocks, &n);
-	pthread_mutex_unlock(&queue_lock);
-	if (!complete)
+	if (!drain_all(blocks, &n))
 		return flush_to_host();
 	qsort(blocks, n, sizeof(*blocks), block_order);
 	for (u32 i = 0, j; i < n && rc == CUDA_SUCCESS; i = j) {
@@ -583,7 +581,7 @@ static void mark(void)
 		  : !cupti_ok(cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
 		return;
 	if (from_uvm_queue)
-		drain_all();
+		drain_all(NULL, NULL);
 	ts = timestamp();
 	if (first && deepum.trace_access_set == ACCESS_SET_LAUNCH)
 		trace_line("O,per-launch");
