@@ -709,13 +709,13 @@ def test_bench_train_numerics_judge_every_managed_run_against_resident_noise():
 
 def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
     """scripts/gpu/pending_measurements: every step's commands, dry-run, use
-    scripts that exist and bench_train runs it knows."""
+    scripts that exist and bench_train models and runs it knows."""
     script = ROOT / "scripts/gpu/pending_measurements"
     steps = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True,
                            check=True).stdout.split("\n")
     names = [line.split()[0] for line in steps if line.strip()]
     assert names
-    run_settings = load_script("bench_train").run_settings
+    bench_train = load_script("bench_train")
     for name in names:
         printed = subprocess.run([sys.executable, str(script), name, "--out", "/nonexistent", "--dry-run"],
                                  capture_output=True, text=True, check=True).stdout
@@ -723,9 +723,11 @@ def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
         assert commands, name
         for words in commands:
             assert (ROOT / words[1]).exists() or words[1] == "-m", words
+            if words[1] == "scripts/bench_train":
+                assert words[2] in bench_train.MODELS, words
             if "--runs" in words:
                 for run in words[words.index("--runs") + 1].split(","):
-                    run_settings(run)  # ValueError if bench_train does not know it
+                    bench_train.run_settings(run)  # ValueError if bench_train does not know it
 
 
 def test_bench_train_run_names_carry_settings_and_bad_ones_are_refused():
