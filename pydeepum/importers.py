@@ -422,7 +422,7 @@ def import_um_counters(path: str | Path, block_shift: int = 21,
     return Trace(records=b.records(), block_shift=block_shift, meta=meta)
 
 
-_ENGINE_LOG_KINDS = ("config", "iteration", "launch", "fault", "prefetch", "evict", "issued", "landed")
+_ENGINE_LOG_KINDS = ("config", "iteration", "launch", "fault", "prefetch", "evict", "sweep", "issued", "landed")
 
 
 def _engine_log_line(words: list[str], where: str) -> tuple[str, int, dict[str, str], list[str]]:

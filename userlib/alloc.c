@@ -30,6 +30,7 @@
 struct range {
 	u64 base;
 	u64 size;
+	bool swept;	/* handed to the engine's sweep (managed_ranges_unswept) */
 };
 
 /* Allocations are rare (PyTorch's caching allocator asks for segments), so
@@ -56,7 +57,7 @@ static void managed_add(u64 base, u64 size)
 		managed = grown;
 		managed_room = room;
 	}
-	managed[managed_count++] = (struct range){ base, size };
+	managed[managed_count++] = (struct range){ base, size, false };
 	managed_bytes += size;
 	pthread_mutex_unlock(&managed_lock);
 }
@@ -123,6 +124,22 @@ void managed_ranges_each(range_fn fn, void *arg)
 	for (size_t i = 0; i < managed_count; i++)
 		fn(managed[i].base, managed[i].size, arg);
 	pthread_mutex_unlock(&managed_lock);
+}
+
+u32 managed_ranges_unswept(u64 *base, u64 *size, u32 n)
+{
+	u32 found = 0;
+
+	pthread_mutex_lock(&managed_lock);
+	for (size_t i = 0; i < managed_count && found < n; i++) {
+		if (managed[i].swept)
+			continue;
+		managed[i].swept = true;
+		base[found] = managed[i].base;
+		size[found++] = managed[i].size;
+	}
+	pthread_mutex_unlock(&managed_lock);
+	return found;
 }
 
 /* Failures the program's own allocation meets the same way: running out of

@@ -262,5 +262,6 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
 
 #endif /* _DEEPUM_CUDA_ABI_H */

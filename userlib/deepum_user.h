@@ -267,6 +267,9 @@ void managed_ranges_each(range_fn fn, void *arg);
  * managed allocation; returns the bytes in none.  Under the table's lock,
  * as above. */
 u64 managed_clip(u64 addr, u64 len, range_fn fn, void *arg);
+/* Up to @n live ones not returned by this before, into @base and @size
+ * (the engine's sweep, engine.c); how many. */
+u32 managed_ranges_unswept(u64 *base, u64 *size, u32 n);
 /* A managed segment of @size for libdeepum itself (pool.c), within
  * DEEPUM_MANAGED_LIMIT; false if there is none. */
 bool managed_alloc(CUdeviceptr *dptr, size_t size);

@@ -117,6 +117,8 @@ enum {
 	X(evict_bytes)                                                                        \
 	X(evict_ranges)                                                                       \
 	X(evict_calls)                                                                        \
+	X(sweep_ranges)			/* ranges of blocks the budget had not seen, sent to the host */ \
+	X(sweep_bytes)                                                                        \
 	X(thrashing_events)		/* the driver found pages moving back and forth ...  */ \
 	X(thrashing_bytes)                                                                    \
 	X(throttled_pages)		/* ... held a page's faults back */                    \
@@ -600,14 +602,19 @@ out:
 	b->n = 0;
 }
 
-static void add_piece(u64 base, u64 size, void *arg)
+static void batch_push(struct batch *b, u64 base, u64 size)
 {
-	struct batch *b = arg;
-
 	if (b->n == BATCH_ROOM)
 		issue(b);
 	b->ptr[b->n] = base;
 	b->size[b->n++] = size;
+}
+
+static void add_piece(u64 base, u64 size, void *arg)
+{
+	struct batch *b = arg;
+
+	batch_push(b, base, size);
 	if (b->to_gpu) {
 		ADD(prefetch_ranges, 1);
 		ADD(prefetch_bytes, size);
@@ -812,6 +819,48 @@ static bool point_passed(const struct intake_entry *e)
 	return !e->wait || (int32_t)(engine.fed[e->at.slot] - e->at.seq) >= 0;
 }
 
+/* [@from, @to) of a managed allocation to the host, unaccounted: see sweep_unseen(). */
+static void sweep_run(u64 from, u64 to)
+{
+	if (from >= to)
+		return;
+	log_line("sweep 0x%llx bytes=%llu", (unsigned long long)from, (unsigned long long)(to - from));
+	ADD(sweep_ranges, 1);
+	ADD(sweep_bytes, to - from);
+	batch_push(&engine.host, from, to - from);
+}
+
+/* A copy or memset into managed memory the GPU never touched fills it on
+ * the GPU with no fault and no migration, so neither the core nor the
+ * source hears of it: a model's weights, copied in when it is loaded, would
+ * stay on the GPU on top of the budget for good.  So at each iteration
+ * mark, the blocks the core does not hold of every allocation made since
+ * the last mark go to the host, once (they are on the host already, or
+ * unseen); from there, every way back in is a fault or a migration. */
+static void sweep_unseen(void)
+{
+	u64 base[64], size[64];
+	u32 n;
+
+	while ((n = managed_ranges_unswept(base, size, 64))) {
+		for (u32 i = 0; i < n; i++) {
+			u64 end = base[i] + size[i], from = base[i], at = base[i];
+
+			while (at < end) {
+				u64 next = ((at >> BLOCK_SHIFT) + 1) << BLOCK_SHIFT;
+
+				if (deepum_core_is_resident(engine.core, at)) {
+					sweep_run(from, at);
+					from = next;
+				}
+				at = next;
+			}
+			sweep_run(from, end);
+		}
+	}
+	issue(&engine.host);
+}
+
 static void feed_mark(struct deepum_record *rec)
 {
 	log_line("iteration %u", rec->aux);
@@ -819,6 +868,8 @@ static void feed_mark(struct deepum_record *rec)
 		snapshot(&engine.marks[engine.nmarks++]);
 	ADD(iterations, 1);
 	feed(rec);
+	if (engine.capacity_blocks)
+		sweep_unseen();
 }
 
 /* FREE records no larger than the core can answer in one output, so that

@@ -52,6 +52,7 @@ static struct {
 	__typeof__(&cuEventCreate) event_create;
 	__typeof__(&cuEventRecord) event_record;
 	__typeof__(&cuStreamWaitEvent) stream_wait_event;
+	__typeof__(&cuMemcpyHtoD_v2) memcpy_htod;
 } api;
 
 static void check(CUresult rc, const char *what)
@@ -93,6 +94,7 @@ static void resolve_by_symbol(void)
 	api.event_create = cuEventCreate;
 	api.event_record = cuEventRecord;
 	api.stream_wait_event = cuStreamWaitEvent;
+	api.memcpy_htod = cuMemcpyHtoD_v2;
 }
 #endif
 
@@ -147,6 +149,7 @@ static void resolve_like_the_runtime(const char *how)
 	FETCH(event_create, "cuEventCreate", CUDA_VERSION_CLAIMED);
 	FETCH(event_record, "cuEventRecord", CUDA_VERSION_CLAIMED);
 	FETCH(stream_wait_event, "cuStreamWaitEvent", CUDA_VERSION_CLAIMED);
+	FETCH(memcpy_htod, "cuMemcpyHtoD", CUDA_VERSION_CLAIMED);
 #undef FETCH
 }
 
@@ -557,9 +560,11 @@ static void scenario_train(int iterations, int fork_child)
  * dead on s (deepum_report_free), as pydeepum.torch does for a tensor its
  * allocator freed.  With LAYERS_MOVING, each forward layer also scales a
  * mask allocated anew every iteration (at a new address, as PyTorch's
- * dropout masks often are), freed at the iteration's end.
+ * dropout masks often are), freed at the iteration's end.  With
+ * LAYERS_COPIED, the weights are copied in from the host before the first
+ * iteration, as a model is loaded.
  */
-enum layers_extra { LAYERS_PLAIN, LAYERS_FREES, LAYERS_MOVING };
+enum layers_extra { LAYERS_PLAIN, LAYERS_FREES, LAYERS_MOVING, LAYERS_COPIED };
 
 static void scenario_layers(int iterations, int layers, enum layers_extra extra)
 {
@@ -577,6 +582,11 @@ static void scenario_layers(int iterations, int layers, enum layers_extra extra)
 	}
 	a[layers] = alloc(4 << 20);
 	scratch = alloc(4 << 20);
+	for (int l = 0; extra == LAYERS_COPIED && l < layers; l++) {
+		static const char weights[4 << 20];
+
+		check(api.memcpy_htod(w[l], weights, sizeof(weights)), "cuMemcpyHtoD");
+	}
 	for (int i = 0; i < iterations; i++) {
 		mark_iteration();
 		for (int l = 0; l < layers; l++) {
@@ -692,7 +702,8 @@ static int usage(void)
 	fprintf(stderr, "usage: cuda_app symbol|runtime|runtime-ptsz|runtime-v1|runtime-future SCENARIO\n"
 			"  loop N | variants | alloc | streams | many N | threads T N | bench N | capture\n"
 			"  | capture-first | capture-own | capture-alloc | train N | train-fork N\n"
-			"  | layers N L | layers-frees N L | layers-unmarked N L | layers-moving[-unmarked] N L\n"
+			"  | layers N L | layers-frees N L | layers-copied N L | layers-unmarked N L\n"
+			"  | layers-moving[-unmarked] N L\n"
 			"  | layers-async N L | pool\n");
 	return 2;
 }
@@ -754,6 +765,8 @@ int main(int argc, char **argv)
 		scenario_layers(n, m, LAYERS_PLAIN);
 	else if (strcmp(scenario, "layers-frees") == 0)
 		scenario_layers(n, m, LAYERS_FREES);
+	else if (strcmp(scenario, "layers-copied") == 0)
+		scenario_layers(n, m, LAYERS_COPIED);
 	else if (strcmp(scenario, "layers-unmarked") == 0)
 		unmarked = 1, scenario_layers(n, m, LAYERS_PLAIN);
 	else if (strcmp(scenario, "layers-moving") == 0)

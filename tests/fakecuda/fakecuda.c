@@ -28,7 +28,9 @@
  * to the allocation's end; blocks not resident fault in (a GPU page-fault
  * record for the first, a host-to-device transfer for each).  Prefetches
  * (cuMemPrefetchAsync, cuMemPrefetchBatchAsync) move blocks either way, a
- * discard (cuMemDiscardBatchAsync) drops them; each range must lie in one
+ * discard (cuMemDiscardBatchAsync) drops them; a copy in (cuMemcpyHtoD)
+ * fills blocks never given memory on the GPU, unheard, as the driver does;
+ * each range must lie in one
  * live managed allocation, as the driver requires ("-> invalid" in the log
  * otherwise).  The GPU counts its resident managed blocks and logs every
  * new peak ("fakegpu peak_resident_blocks=N"), so tests can check a budget.
@@ -576,6 +578,7 @@ static struct {
 	size_t size;
 	int host;
 	unsigned char *resident;	/* managed: per 2 MiB block, on the GPU */
+	unsigned char *populated;	/* ... ever given memory (on the GPU, then maybe the host) */
 } allocs[ALLOCS_MAX];
 static int allocs_used;		/* slots at or above are all free */
 static CUdeviceptr next_device_address = 0x7f0000000000ULL;
@@ -587,6 +590,7 @@ static void set_resident(int i, size_t k, int on)
 	if (allocs[i].resident[k] == on)
 		return;
 	allocs[i].resident[k] = (unsigned char)on;
+	allocs[i].populated[k] = 1;
 	resident_blocks += on ? 1 : -1;
 	if (resident_blocks > peak_resident_blocks) {
 		peak_resident_blocks = resident_blocks;
@@ -599,8 +603,12 @@ static CUresult track(CUdeviceptr base, size_t size, int host, int managed)
 	for (int i = 0; i < ALLOCS_MAX; i++) {
 		if (!allocs[i].base) {
 			allocs[i].resident = managed ? calloc((size + BLOCK - 1) / BLOCK, 1) : NULL;
-			if (managed && !allocs[i].resident)
+			allocs[i].populated = managed ? calloc((size + BLOCK - 1) / BLOCK, 1) : NULL;
+			if (managed && (!allocs[i].resident || !allocs[i].populated)) {
+				free(allocs[i].resident);
+				free(allocs[i].populated);
 				return CUDA_ERROR_OUT_OF_MEMORY;
+			}
 			allocs[i].base = base;
 			allocs[i].size = size;
 			allocs[i].host = host;
@@ -617,7 +625,8 @@ static void untrack(int i)
 	for (size_t k = 0; allocs[i].resident && k * BLOCK < allocs[i].size; k++)
 		set_resident(i, k, 0);
 	free(allocs[i].resident);
-	allocs[i].resident = NULL;
+	free(allocs[i].populated);
+	allocs[i].resident = allocs[i].populated = NULL;
 	allocs[i].base = 0;
 }
 
@@ -897,6 +906,33 @@ static void evict(CUdeviceptr addr, size_t size)
 		if (allocs[i].resident && from < to)
 			move(i, from, to - from, TO_HOST);
 	}
+}
+
+/* A copy into managed memory, as the driver makes it: a block never given
+ * memory is filled on the GPU by the copy itself, with no fault and no
+ * migration for a fault source to hear of; one on the host moves in first.
+ * (Into device memory: nothing to model.) */
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size)
+{
+	int i;
+
+	FAIL_IF_ASKED();
+	(void)src;
+	pthread_mutex_lock(&lock);
+	i = managed_holding(dst, size);
+	for (size_t k = i >= 0 ? (dst - allocs[i].base) / BLOCK : 0; i >= 0 && allocs[i].base + k * BLOCK < dst + size;
+	     k++) {
+		CUdeviceptr b = allocs[i].base + k * BLOCK, end = allocs[i].base + allocs[i].size;
+
+		if (allocs[i].resident[k])
+			continue;
+		if (allocs[i].populated[k])
+			unified_memory(UM_HTOD, (b + BLOCK < end ? b + BLOCK : end) - b, b, CAUSE_COHERENCE);
+		set_resident(i, k, 1);
+	}
+	pthread_mutex_unlock(&lock);
+	log_line("cuMemcpyHtoD dst=0x%llx size=%zu", dst, size);
+	return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr addr, size_t size, CUdevice device, CUstream stream)
@@ -1269,6 +1305,7 @@ static const struct {
 	{ "cuEventCreate", 2000, (void *)cuEventCreate, NULL },
 	{ "cuEventRecord", 2000, (void *)cuEventRecord, NULL },
 	{ "cuStreamWaitEvent", 3020, (void *)cuStreamWaitEvent, NULL },
+	{ "cuMemcpyHtoD", 3020, (void *)cuMemcpyHtoD_v2, NULL },
 };
 
 static CUresult get_proc(const char *entry, const char *symbol, void **pfn, int version, cuuint64_t flags,
