@@ -552,6 +552,22 @@ def test_positions_every_few_launches_still_give_the_engine_every_launch(tmp_pat
     assert [it["launches_fed"] for it in iterations(r)] == [2 * LAYERS] * ITERATIONS + [0]
 
 
+def test_positions_are_written_at_the_same_launches_of_every_iteration(tmp_path):
+    """Position writes (every 8th launch, delivery.c) count from the last
+    iteration mark: with 10 launches per iteration, counted from the start
+    they would fall on other launches each iteration, and the engine would
+    tie each iteration's faults to other kernels."""
+    r, _ = engine(tmp_path, "layers", str(ITERATIONS), "5", env={"DEEPUM_WRITE_EVERY": "8"})
+    assert r.returncode == 0 and r.warnings() == [], r.stderr
+    launches, written = 0, [set() for _ in range(ITERATIONS)]  # per iteration: launches written before
+    for call in r.calls:
+        if call.name == "cuLaunchKernel" and call.args["f"].startswith("layer_"):
+            launches += 1
+        elif call.name == "cuStreamWriteValue64_v2" and launches % 10:  # (marks write at 0)
+            written[launches // 10].add(launches % 10)
+    assert written == [{7}] * ITERATIONS, written
+
+
 def test_the_engine_runs_without_lockstep(tmp_path):
     """Its own pace, as on a GPU: the same loop works and ends cleanly."""
     r, _ = layers(tmp_path, lockstep=False)

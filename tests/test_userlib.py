@@ -258,11 +258,12 @@ def test_threads_share_one_consistent_id_table(tmp_path):
 
 
 def test_positions_are_written_every_few_launches_and_every_launch_is_in_the_ring(tmp_path):
-    """DEEPUM_WRITE_EVERY=4: a stream write before every 4th launch of a stream only."""
-    r = observe(tmp_path, "symbol", "loop", "5", env={"DEEPUM_WRITE_EVERY": "4"})
+    """DEEPUM_WRITE_EVERY=2: a stream write before every 2nd launch of a stream
+    since the last iteration mark only (5 marked iterations of 3 launches)."""
+    r = observe(tmp_path, "symbol", "loop", "5", env={"DEEPUM_WRITE_EVERY": "2"})
     writes = r.named("cuStreamWriteValue64_v2")
-    assert [int(w.args["value"], 16) >> 32 for w in writes] == [4, 8, 12]  # 15 launches on the legacy stream
-    assert r.counter("delivered") == r.counter("launches") == 15 and r.counter("position_writes") == 3
+    assert [int(w.args["value"], 16) >> 32 for w in writes] == [2, 5, 8, 11, 14]  # of 15 on the legacy stream
+    assert r.counter("delivered") == r.counter("launches") == 15 and r.counter("position_writes") == 5
     ordered = [c for c in r.calls if c.name != "cuModuleGetFunction"]
     for w in writes:  # each immediately before the launch it names
         assert ordered[ordered.index(w) + 1].name == "cuLaunchKernel"

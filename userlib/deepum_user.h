@@ -239,8 +239,9 @@ void delivery_enqueue(struct launch *l);
 bool delivery_here(struct stream_point *at);
 /* The same on @stream, after its latest launch from any thread. */
 bool delivery_on_stream(CUstream stream, struct stream_point *at);
-/* An iteration begins after the calling thread's latest launch: a mark in
- * the module's launch page, in stream order (nothing without one). */
+/* An iteration begins after the calling thread's latest launch: position
+ * writes on its stream count launches from here, and a mark goes in the
+ * module's launch page, in stream order (when there is one). */
 void delivery_mark_iteration(void);
 /* A range is dead: tell the module (if attached), before the real free. */
 void delivery_report_free(u64 addr, u64 len);

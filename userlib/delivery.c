@@ -10,7 +10,12 @@
  * stream itself and lands in the page's position word when the GPU gets
  * there:
  *   write     cuStreamWriteValue64 of (seq << 32 | exec_id) before every
- *             DEEPUM_WRITE_EVERY-th launch (default 8): the GPU stores it.
+ *             DEEPUM_WRITE_EVERY-th launch (default 8) since the last
+ *             iteration mark: the GPU stores it.  Counted from the mark, the
+ *             writes fall on the same launches every iteration, and so do
+ *             the launches the engine ties faults to (GPT-2 XL's 4,580
+ *             launches per iteration, counted from the start, took turns
+ *             between two sets, and the engine learned every table twice);
  *             The driver's call costs +0.81 us on the H200, so one per
  *             launch missed the 1 us target; the engine's window looks
  *             hundreds of launches ahead and needs the position only to
@@ -43,6 +48,7 @@
 struct stream_slot {
 	_Atomic uintptr_t key;		/* stream identity; 0: free */
 	_Atomic u32 seq;		/* last sequence number given out */
+	_Atomic u32 marked_seq;		/* ... when the last iteration mark came */
 };
 
 static struct stream_slot *streams;
@@ -347,7 +353,8 @@ void delivery_enqueue(struct launch *l)
 	last_launch.slot = slot;
 	last_launch.seq = seq;
 	COUNT(delivered, 1);
-	if ((deepum.delivery == DELIVERY_CALLBACK || seq % deepum.write_every == 0) &&
+	if ((deepum.delivery == DELIVERY_CALLBACK ||
+	     (seq - atomic_load_explicit(&streams[slot].marked_seq, memory_order_relaxed)) % deepum.write_every == 0) &&
 	    publish_position(stream, slot, seq, l->exec_id) != CUDA_SUCCESS)
 		deepum_disable("a stream-ordered exec-ID delivery failed; CUDA calls pass straight through");
 }
@@ -368,12 +375,15 @@ void delivery_mark_iteration(void)
 {
 	u32 slot = last_launch.slot, seq;
 
+	if (slot != DEEPUM_PAGE_STREAMS)
+		atomic_store_explicit(&streams[slot].marked_seq, last_launch.seq, memory_order_relaxed);
 	/* Only the module reads marks from the page (the engine takes them
 	 * through its intake), after the calling thread's latest launch. */
 	if (!deepum.module_launch_page || slot == DEEPUM_PAGE_STREAMS || !deepum_active() ||
 	    (capture_possible() && capture_stream_capturing(last_launch.stream)))
 		return;
 	seq = atomic_fetch_add_explicit(&streams[slot].seq, 1, memory_order_relaxed) + 1;
+	atomic_store_explicit(&streams[slot].marked_seq, seq, memory_order_relaxed);
 	__atomic_store_n(&page->ring[slot][seq % DEEPUM_RING_DEPTH], (u64)seq << 32 | DEEPUM_EXEC_ITERATION,
 			 __ATOMIC_RELEASE);
 	last_launch.seq = seq;
