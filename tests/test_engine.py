@@ -487,14 +487,14 @@ def test_the_engine_settings_reach_its_core(tmp_path):
     from pydeepum._lowlevel import lib
 
     r, _ = layers(tmp_path, env={"DEEPUM_POSITIONAL": "0", "DEEPUM_LOOKAHEAD_BLOCKS": "7",
-                                 "DEEPUM_HISTORY_SCAN": "100"})
+                                 "DEEPUM_HISTORY_SCAN": "100", "DEEPUM_CORR_SETS": "32768"})
     config = r.stats["engine"]["config"]
     assert config["flags"] == lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY
-    assert (config["lookahead_blocks"], config["evict_scan"]) == (7, 100)
+    assert (config["lookahead_blocks"], config["evict_scan"], config["corr_sets"]) == (7, 100, 32768)
     (tmp_path / "defaults").mkdir()
     config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]
-    assert (config["flags"], config["evict_scan"]) == (lib.DEEPUM_CFG_F_HISTORY,
-                                                       lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT)
+    assert (config["flags"], config["evict_scan"], config["corr_sets"]) == (
+        lib.DEEPUM_CFG_F_HISTORY, lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT, lib.DEEPUM_CFG_CORR_SETS_DEFAULT)
     (tmp_path / "oldest").mkdir()
     config = layers(tmp_path / "oldest", env={"DEEPUM_HISTORY_SCAN": "0"})[0].stats["engine"]["config"]
     assert config["flags"] == lib.DEEPUM_CFG_F_LRM_VICTIMS
@@ -591,6 +591,7 @@ def test_managed_memory_stops_at_the_limit(tmp_path):
     ({"DEEPUM_TEST_FAIL": "engine-thread"}, "cannot start its thread"),
     ({"FAKECUDA_FAIL": "cuStreamCreateWithPriority"}, "cannot create its stream"),
     ({"DEEPUM_CAPACITY": "lots"}, "DEEPUM_CAPACITY=lots is not a byte count"),
+    ({"DEEPUM_CORR_SETS": "1000"}, "DEEPUM_CORR_SETS (a power of two)"),
 ])
 def test_engine_failures_turn_deepum_off_and_the_program_runs_on(tmp_path, env, warning):
     plain = run_app(tmp_path, "symbol", "layers", "3", str(LAYERS), lib=None)

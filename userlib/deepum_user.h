@@ -112,6 +112,7 @@ struct deepum_state {
 	u64 managed_limit;		/* DEEPUM_MANAGED_LIMIT in bytes; 0: 80% of the GPU's free memory */
 	u32 watermark_blocks;		/* DEEPUM_WATERMARK: the core's; 0: its default */
 	u32 lookahead_blocks;		/* DEEPUM_LOOKAHEAD_BLOCKS: the core's; 0: its default */
+	u32 corr_sets;			/* DEEPUM_CORR_SETS: the core's correlation table; 0: its default */
 	u32 horizon_kernels;		/* DEEPUM_HORIZON_KERNELS: 0, or victims by predicted next use */
 	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: victims by the last iteration's uses among N
 					 * blocks; 0: the oldest; HISTORY_SCAN_UNSET: the core's default */

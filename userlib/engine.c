@@ -1222,6 +1222,7 @@ static bool core_create(char *why, size_t size)
 		.watermark_blocks = deepum.watermark_blocks ? deepum.watermark_blocks :
 				    default_watermark(deepum.capacity >> BLOCK_SHIFT),
 		.lookahead_blocks = deepum.lookahead_blocks,
+		.corr_sets = deepum.corr_sets,
 		/* A horizon of N kernels: victims by predicted next use, looked
 		 * for among as many blocks; else victims by next use as the last
 		 * iteration had it (the core's default), among N blocks if
@@ -1244,8 +1245,8 @@ static bool core_create(char *why, size_t size)
 		return false;
 	}
 	if (deepum_core_config_check(&cfg) != 0) {
-		snprintf(why, size, "DEEPUM_WATERMARK, DEEPUM_LOOKAHEAD_BLOCKS, DEEPUM_HORIZON_KERNELS or "
-			 "DEEPUM_HISTORY_SCAN is outside the core's limits");
+		snprintf(why, size, "DEEPUM_WATERMARK, DEEPUM_LOOKAHEAD_BLOCKS, DEEPUM_CORR_SETS (a power of two), "
+			 "DEEPUM_HORIZON_KERNELS or DEEPUM_HISTORY_SCAN is outside the core's limits");
 		return false;
 	}
 	err = deepum_inject("engine-alloc") ? -ENOMEM : deepum_core_create(&cfg, &engine.core);

@@ -360,6 +360,7 @@ static bool read_config(void)
 	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
 	       env_number("DEEPUM_WATERMARK", 0, DEEPUM_CFG_WATERMARK_BLOCKS_MAX, &deepum.watermark_blocks) &&
 	       env_number("DEEPUM_LOOKAHEAD_BLOCKS", 0, DEEPUM_CFG_LOOKAHEAD_BLOCKS_MAX, &deepum.lookahead_blocks) &&
+	       env_number("DEEPUM_CORR_SETS", DEEPUM_CFG_CORR_SETS_MIN, DEEPUM_CFG_CORR_SETS_MAX, &deepum.corr_sets) &&
 	       env_number("DEEPUM_HORIZON_KERNELS", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.horizon_kernels) &&
 	       env_number("DEEPUM_HISTORY_SCAN", 0, DEEPUM_CFG_EVICT_SCAN_MAX, &deepum.history_scan) &&
 	       env_number("DEEPUM_OBSERVE_US", 0, 100000, &deepum.observe_us) &&
