@@ -15,7 +15,7 @@
  *             writes fall on the same launches every iteration, and so do
  *             the launches the engine ties faults to (GPT-2 XL's 4,580
  *             launches per iteration, counted from the start, took turns
- *             between two sets, and the engine learned every table twice);
+ *             between two sets, and the engine learned every table twice).
  *             The driver's call costs +0.81 us on the H200, so one per
  *             launch missed the 1 us target; the engine's window looks
  *             hundreds of launches ahead and needs the position only to
