@@ -877,21 +877,27 @@ static int managed_holding(CUdeviceptr addr, size_t size)
 	return i >= 0 && allocs[i].resident && size && addr + size <= allocs[i].base + allocs[i].size ? i : -1;
 }
 
-enum move { TO_GPU, TO_HOST, DISCARD };
+/* COPY_IN: a copy writes the blocks (cuMemcpyHtoD). */
+enum move { TO_GPU, TO_HOST, DISCARD, COPY_IN };
 
 /* Every block of [addr, addr + size) in allocation @i moves (under lock);
- * prefetches report their transfers, as the driver does, cause "user". */
+ * prefetches report their transfers, as the driver does, cause "user".  A
+ * copy fills a block never given memory on the GPU itself, with nothing to
+ * report (no fault, no migration); one on the host migrates in first. */
 static void move(int i, CUdeviceptr addr, size_t size, enum move how)
 {
+	int to_gpu = how == TO_GPU || how == COPY_IN;
+
 	for (size_t k = (addr - allocs[i].base) / BLOCK; k * BLOCK < addr + size - allocs[i].base; k++) {
 		CUdeviceptr b = allocs[i].base + k * BLOCK, end = allocs[i].base + allocs[i].size;
 		size_t bytes = (b + BLOCK < end ? b + BLOCK : end) - b;
 
-		if (allocs[i].resident[k] == (how == TO_GPU))
+		if (allocs[i].resident[k] == to_gpu)
 			continue;
-		if (how != DISCARD)
-			unified_memory(how == TO_GPU ? UM_HTOD : UM_DTOH, bytes, b, CAUSE_USER);
-		set_resident(i, k, how == TO_GPU);
+		if (how == COPY_IN ? allocs[i].populated[k] : how != DISCARD)
+			unified_memory(to_gpu ? UM_HTOD : UM_DTOH, bytes, b,
+				       how == COPY_IN ? CAUSE_COHERENCE : CAUSE_USER);
+		set_resident(i, k, to_gpu);
 	}
 }
 
@@ -908,10 +914,8 @@ static void evict(CUdeviceptr addr, size_t size)
 	}
 }
 
-/* A copy into managed memory, as the driver makes it: a block never given
- * memory is filled on the GPU by the copy itself, with no fault and no
- * migration for a fault source to hear of; one on the host moves in first.
- * (Into device memory: nothing to model.) */
+/* A copy into managed memory moves it as move() says; into device memory
+ * there is nothing to model. */
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size)
 {
 	int i;
@@ -919,17 +923,8 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t size)
 	FAIL_IF_ASKED();
 	(void)src;
 	pthread_mutex_lock(&lock);
-	i = managed_holding(dst, size);
-	for (size_t k = i >= 0 ? (dst - allocs[i].base) / BLOCK : 0; i >= 0 && allocs[i].base + k * BLOCK < dst + size;
-	     k++) {
-		CUdeviceptr b = allocs[i].base + k * BLOCK, end = allocs[i].base + allocs[i].size;
-
-		if (allocs[i].resident[k])
-			continue;
-		if (allocs[i].populated[k])
-			unified_memory(UM_HTOD, (b + BLOCK < end ? b + BLOCK : end) - b, b, CAUSE_COHERENCE);
-		set_resident(i, k, 1);
-	}
+	if ((i = managed_holding(dst, size)) >= 0)
+		move(i, dst, size, COPY_IN);
 	pthread_mutex_unlock(&lock);
 	log_line("cuMemcpyHtoD dst=0x%llx size=%zu", dst, size);
 	return CUDA_SUCCESS;
