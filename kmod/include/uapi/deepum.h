@@ -173,7 +173,8 @@ struct deepum_config {
 #define DEEPUM_CFG_BLOCK_SHIFT_DEFAULT		DEEPUM_DEFAULT_BLOCK_SHIFT
 #define DEEPUM_CFG_CORR_SETS_MIN		16
 #define DEEPUM_CFG_CORR_SETS_MAX		(1U << 22)
-#define DEEPUM_CFG_CORR_SETS_DEFAULT		(1U << 13)
+/* 128 Ki (exec, block) pairs in 4 ways: a quarter of it overflowed with GPT-2 XL (docs/BENCHMARKS.md) */
+#define DEEPUM_CFG_CORR_SETS_DEFAULT		(1U << 15)
 #define DEEPUM_CFG_CORR_WAYS_MIN		1
 #define DEEPUM_CFG_CORR_WAYS_MAX		16
 #define DEEPUM_CFG_CORR_WAYS_DEFAULT		4
