@@ -172,8 +172,16 @@ int deepum_core_config_check(struct deepum_config *cfg)
 		return -EINVAL;
 	if (!victims)
 		out.flags |= DEEPUM_CFG_F_HISTORY;
-	if (!out.evict_scan && out.flags & DEEPUM_CFG_F_HISTORY)
+	/* Unset, the history's scan reaches every block the capacity holds: the
+	 * oldest 4096 of GPT-2 XL's 18,663 at three quarters of its working set
+	 * gave victims that evicted twice what Belady's choice does, measured
+	 * and simulated alike (docs/BENCHMARKS.md, twelfth session). */
+	if (!out.evict_scan && out.flags & DEEPUM_CFG_F_HISTORY) {
 		out.evict_scan = DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT;
+		if (out.capacity_blocks > out.evict_scan)
+			out.evict_scan = out.capacity_blocks < DEEPUM_CFG_EVICT_SCAN_MAX ?
+					 (u32)out.capacity_blocks : DEEPUM_CFG_EVICT_SCAN_MAX;
+	}
 	/* Unset, the window takes at most a quarter of the capacity (set, up to
 	 * half: window_block_budget()).  Simulated on the H200's per-launch
 	 * traces, a quarter was 10% faster than half on average over three

@@ -36,6 +36,9 @@
  *        check sets DEEPUM_CFG_F_HISTORY when no victim choice is given,
  *        and evict_scan then defaults to DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT);
  *        DEEPUM_CFG_F_LRM_VICTIMS asks for the choice before 1.4.
+ *   1.5  with those victims, an unset evict_scan reaches every block of the
+ *        capacity (capacity_blocks, at least ..._HISTORY_DEFAULT, at most
+ *        DEEPUM_CFG_EVICT_SCAN_MAX); the correlation table's default sets 4x.
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -44,7 +47,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 4
+#define DEEPUM_API_MINOR 5
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 

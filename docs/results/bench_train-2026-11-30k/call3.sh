@@ -1,0 +1,2 @@
+# call 3 (call 2's XL part, which did not run: pending_measurements then stopped at a failing command)
+. out/prep.sh; mkdir -p $OUT/r; (python3 scripts/bench_train gpt2-xl --budgets 0.5 --runs deepum,deepum+CORR_SETS=8192 --deadline 400 --timeout 220 --out $OUT/r/xl-corr-sets --warmup 3 --iterations 3 > $OUT/r/xl.log 2>&1) & pid=$!; while kill -0 $pid 2>/dev/null; do sleep 20; (cd $OUT && tar czf results.tgz r 2>/dev/null); done; grep -v "^wrote" $OUT/r/xl.log | tail; (cd $OUT && tar czf results.tgz r && rm -rf r)
