@@ -425,6 +425,36 @@ def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
     assert burst(HISTORY) == [("E", 17, 0), ("E", 16, 0), ("E", 15, 0)]
 
 
+def test_the_history_scan_reaches_the_victim_belady_would_take_in_a_budget_of_thousands():
+    # Iteration 0: kernel k faults block 10 + k, 5,000 kernels filling the
+    # room left by the watermark.  In iteration 1 kernel 0 faults a new block:
+    # the victim is the block needed last, 10 + 4999, which only a scan of the
+    # whole budget sees; the oldest 4096 (the default scan until API 1.5)
+    # offer 10 + 4095 at best.  GPT-2 XL at 75% holds 18,663 blocks.
+    kernels = 5000
+
+    def victim(**scan) -> list:
+        cfg = make_config(capacity_bytes=(kernels + 1) * BLOCK, watermark_blocks=1, lookahead_kernels=1,
+                          flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY, **scan)
+        core = Core(cfg)
+        feed(core, rec(ITERATION, aux=0))
+        assert [c for k in range(kernels) for c in feed(core, launch(k), fault(10 + k))] == []
+        feed(core, rec(ITERATION, aux=1))
+        return feed(core, launch(0), fault(10 + kernels))
+
+    assert make_config(capacity_bytes=(kernels + 1) * BLOCK).evict_scan == kernels + 1
+    assert victim() == [("E", 10 + kernels - 1, 0)]
+    assert victim(evict_scan=lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT) == [("E", 10 + 4095, 0)]
+
+
+def test_the_history_scan_defaults_to_the_capacity_within_its_bounds():
+    assert make_config(capacity_bytes=100 * BLOCK).evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT
+    assert make_config(capacity_bytes=18663 * BLOCK).evict_scan == 18663
+    assert make_config(capacity_bytes=(1 << 20) * BLOCK).evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_MAX
+    assert make_config(capacity_bytes=18663 * BLOCK, evict_scan=4096).evict_scan == 4096
+    assert make_config(capacity_bytes=18663 * BLOCK, flags=LRM).evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_DEFAULT
+
+
 def test_victims_by_history_are_the_default_and_one_choice_excludes_the_others():
     cfg = make_config()
     assert cfg.flags == HISTORY and cfg.evict_scan == lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT
