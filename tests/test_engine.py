@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -699,6 +700,9 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert deepum["fault_source"] == "cupti" and deepum["prefetched_blocks"] > 0
         assert deepum["launches_per_iteration"] == demand["launches_per_iteration"] == 2 * LAYERS
         assert demand["prefetched_blocks"] == 0 and demand["faulted_blocks"] > deepum["faulted_blocks"]
+        # every iteration's time, warm-up included, beside the measured ones' median
+        assert len(deepum["iteration_s_all"]) == 6
+        assert deepum["iteration_s"] == statistics.median(deepum["iteration_s_all"][3:])
         assert 0 < budget["comparison"]["coverage"] <= 1 and 0 < budget["comparison"]["accuracy"] <= 1
     # the table's last columns: the GPU's observed peak and mean residency over the budget
     rows = {(cells[0], cells[1]): cells for cells in map(str.split, bench_train.table(report)) if len(cells) > 2}
