@@ -39,16 +39,20 @@ SYNCED_FAULT = {"seq": 400 * US, "random": 440 * US}  # per block, a synchronize
 KERNEL, SYNC = 5 * US, 25 * US
 WORD_FAULT = 35 * US
 DISCARD_4096 = 0.030  # s for 4,096 blocks
+ADVISE_CALL, DROP_PER_BLOCK, WRITE_UPGRADE_PER_BLOCK = 30 * US, 20 * US, 60 * US
+DUP_PREFETCH = 40e9
 UVM = {"uvm_perf_prefetch_threshold": 60, "uvm_perf_fault_batch_count": 128, "uvm_perf_thrashing_threshold": 3,
        "uvm_perf_thrashing_lapse_usec": 500, "uvm_unrelated": 7}
 
 
 class FakeGPU:
     def __init__(self, device: int = 0, free: int = 100 * GIB, host: int = 100 * GIB, batch: bool = True,
-                 discard: bool = True):
+                 discard: bool = True, advise: bool = True):
         self.free, self.host = free, host
-        self.has_batch_prefetch, self.has_discard = batch, discard
-        self.where = None  # None before setup; "host" / "gpu" once allocated
+        self.has_batch_prefetch, self.has_discard, self.has_advise_location = batch, discard, advise
+        # None before setup; "host" / "gpu" once allocated; "both" = read-only copies on both
+        self.where = None
+        self.read_mostly = False
         self.setup_calls: list[tuple[int, int]] = []
         self.closed = False
         self.separate: list[int] = []
@@ -92,11 +96,34 @@ class FakeGPU:
 
     def prefetch_s(self, to):
         self._enter("prefetch_s")
-        moved = self.where != to
+        moved = self.where not in (to, "both")
+        if moved and self.read_mostly:  # a read-only copy where it goes; the other stays
+            self.where = "both"
+            return self.nbytes / (DUP_PREFETCH if to == "gpu" else EVICT)
+        if self.where == "both":
+            return 1 * US
         self.where = to
         if not moved:
             return 1 * US
         return self.nbytes / (BULK_H2D if to == "gpu" else EVICT)
+
+    def read_mostly_s(self, on, range_bytes):
+        self._enter("read_mostly_s")
+        calls = -(-self.nbytes // range_bytes)
+        self.read_mostly = on
+        if on or self.where != "both":
+            return calls * ADVISE_CALL
+        self.where = "host"  # copies collapse onto the host
+        return calls * ADVISE_CALL + self.nblocks * DROP_PER_BLOCK
+
+    def write_pages_s(self, blocks):
+        self._enter("write_pages_s")
+        assert sorted(blocks) == list(range(self.nblocks))
+        if self.where == "both":
+            self.where = "gpu"
+            return 1e-3 + self.nblocks * WRITE_UPGRADE_PER_BLOCK
+        assert self.where == "gpu", "writes are measured on resident memory"
+        return 1e-3
 
     def prefetch_threads_s(self, to, threads):
         self._enter("prefetch_threads_s")
@@ -145,7 +172,8 @@ class FakeGPU:
         self._enter("touch_parallel_s")
         assert sorted(blocks) == list(range(self.nblocks))
         on_host = self.where == "host"
-        self.where = "gpu"
+        if self.where != "both":
+            self.where = "both" if on_host and self.read_mostly else "gpu"
         return self.nbytes / PARALLEL[self._order(blocks)] if on_host else 1e-3
 
     def touch_chain_s(self, blocks):
@@ -219,6 +247,14 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
     assert new["dependent_2MiB_block_fault_synced_us"] == [approx(400.0), approx(440.0)]
     assert new["first_fault_in_2MiB_block_us"] == approx(35.0)
     assert new["discard_batch_4096x2MiB_ms"] == approx(30.0)
+    nblocks = 8 * GIB // BLOCK
+    assert new["read_duplicate_set_ms"] == approx(0.03)
+    assert new["read_duplicate_prefetch_GBps"] == approx(40.0)
+    assert new["read_duplicate_drop_per_2MiB_us"] == approx(20 + 30)
+    assert new["read_duplicate_refault_over_resident"] == approx(8 * GIB / 16e9 / 1e-3)
+    assert new["read_duplicate_drop_bulk_GBps"] == approx(8 * GIB / (30 * US + nblocks * 20 * US) / 1e9)
+    assert new["read_duplicate_evict_written_GBps"] == approx(8 * GIB / (8 * GIB / 15e9 + 30 * US + nblocks * 20 * US) / 1e9)
+    assert new["read_duplicate_write_over_plain_per_2MiB_us"] == approx(60.0)
     assert new["uvm_defaults"]["prefetch_threshold_percent"] == 60
     assert new["uvm_defaults"]["fault_batch_count"] == 128
     assert "uvm_unrelated" not in new["uvm_defaults"]
@@ -326,6 +362,29 @@ def test_a_failed_measurement_keeps_none_of_its_samples_and_exits_1(tmp_path, ca
     assert new["dependent_2MiB_block_fault_synced_us"] == [pytest.approx(400.0, rel=2e-3),
                                                            pytest.approx(440.0, rel=2e-3)]
     assert "FAILED demand paging" in capsys.readouterr().err
+
+
+def test_only_runs_the_groups_named_and_carries_the_rest(tmp_path, capsys):
+    rc, out, fake = run_main(tmp_path, "--only", "read-duplication,nvidia-uvm-parameters")
+    assert rc == 0
+    new = calibration.load(out)
+    assert new["read_duplicate_drop_per_2MiB_us"] == pytest.approx(50.0, rel=2e-3)
+    assert new["uvm_defaults"]["fault_batch_count"] == 128
+    assert set(fake.calls) == {"read_mostly_s", "prefetch_s", "touch_parallel_s", "write_pages_s", "uvm_params"}
+    assert "link_h2d_pinned_GBps" in new["carried_over"] and fake.where == "host"
+    capsys.readouterr()
+    rc, _, fake = run_main(tmp_path, "--only", "read-duplication,dicsard")
+    assert rc == 2 and fake.setup_calls == []
+    err = capsys.readouterr().err
+    assert "unknown group(s) dicsard" in err and "read-duplication" in err and "discard" in err
+
+
+def test_without_advice_by_location_read_duplication_is_skipped_with_a_note(tmp_path):
+    rc, out, fake = run_main(tmp_path, "--only", "read-duplication", fake=FakeGPU(advise=False))
+    assert rc == 0 and fake.calls == {}
+    new = calibration.load(out)
+    assert not any(k.startswith("read_duplicate") for k in new)
+    assert any("cudaMemAdvise with a location" in n for n in new["notes"])
 
 
 def test_bad_input_exits_2(tmp_path):
