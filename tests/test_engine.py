@@ -664,9 +664,11 @@ def bench_train_on_the_fake_gpu(monkeypatch):
     def stand_in(args: list[str]) -> list[str]:
         if args[0] == "probe":
             return ["echo", _json.dumps(probe)]
-        total = int(args[2])
-        assert args[3:] == [], args  # deterministic kernels only for --smoke's numerics
+        measured, warmup, _max_warmup = map(int, args[2:5])
+        assert args[5:] == [], args  # deterministic kernels only for --smoke's numerics
+        total = warmup + measured  # every iteration takes as long: settled at once
         line = _json.dumps({"description": "layers", "iteration_s": [0.01] * total, "losses": [1.0] * total,
+                            "warmup": warmup, "settled": None,
                             "peak_reserved_bytes": FOOTPRINT_BLOCKS * BLOCK, "peak_allocated_bytes": 0,
                             "libdeepum": True})
         scenario = 'layers$([ "$BENCH_TRAIN_UNMARKED" = 1 ] && echo -unmarked)'
@@ -738,13 +740,30 @@ def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monke
     bench_train = load_script("bench_train")
     probe = {"free_bytes": 10 << 30, "total_bytes": 80 << 30, "gpu": "fake", "needs_bytes": 1 << 30,
              "pinned_h2d_GBps": 50.0, "pinned_d2h_GBps": 50.0}
-    resident = {"description": "big", "iteration_s": [0.01] * 4, "losses": [1.0] * 4,
+    resident = {"description": "big", "iteration_s": [0.01] * 4, "losses": [1.0] * 4, "warmup": 2,
                 "peak_reserved_bytes": 9 << 30, "peak_allocated_bytes": 0, "libdeepum": False}
     monkeypatch.setattr(bench_train, "worker_command",
                         lambda args: ["echo", _json.dumps(probe if args[0] == "probe" else resident)])
     report = bench_train.bench("gpt2", [0.5], iterations=2, warmup=2, out=tmp_path, deadline=60, timeout=30,
                                smoke=False)
     assert not report["safety"]["ok"] and "safety rule" in report["error"] and report["budgets"] == []
+
+
+def test_bench_train_warms_up_until_iterations_stop_getting_faster():
+    bench_train = load_script("bench_train")
+    # GPT-2 XL at 75% on the H200 (fourteenth session), the engine learning for ten iterations
+    xl = [4.09, 7.36, 6.55, 5.98, 3.74, 3.93, 3.28, 3.61, 2.70, 3.33, 2.62, 3.65, 2.73, 3.15, 2.99, 3.14]
+    times = iter(xl)
+    seconds, warmed = bench_train.timed_iterations(lambda: next(times), 3, warmup=3, max_warmup=20)
+    # medians 3.33 against 3.28 at the twelfth: not 5% faster any more
+    assert warmed == 12 and seconds == xl[:15] and bench_train.settled(seconds[:warmed])
+    assert not any(bench_train.settled(xl[:n]) for n in range(12))
+    # the limit ends a warm-up that has not settled; the minimum one that has
+    times = iter(xl)
+    assert bench_train.timed_iterations(lambda: next(times), 2, warmup=3, max_warmup=8)[1] == 8
+    assert bench_train.timed_iterations(lambda: 1.0, 2, warmup=7, max_warmup=20) == ([1.0] * 9, 7)
+    # without --settle the warm-up is --warmup iterations, whatever the times
+    assert bench_train.timed_iterations(lambda: 1.0, 4, warmup=3, max_warmup=3) == ([1.0] * 7, 3)
 
 
 def test_bench_train_numerics_judge_every_managed_run_against_resident_noise():
