@@ -244,6 +244,20 @@ def test_the_engine_log_report_counts_round_trips_of_evicted_blocks():
     assert got["blocks_prefetched_again_in_iteration"] == 2 and got["prefetched_blocks"] == 4
 
 
+def test_the_engine_log_report_follows_what_the_tables_still_learn():
+    """Per iteration, warm-up included: faults on (kernel, block) pairs that had not faulted before."""
+    report = load_script("engine_log_report")
+    lines = ["fault exec=1 0x200000 at=0 t=0",                                  # before the first mark
+             "iteration 0 t=1", "fault exec=1 0x200000 at=1 t=1",               # known pair
+             "fault exec=2 0x200000 at=1 t=2", "fault exec=1 0x400000 at=2 t=2",  # new kernel, new block
+             "iteration 1 t=3", "fault exec=2 0x200000 at=3 t=3", "fault exec=2 0x200000 at=3 t=4"]
+    got = report.analyse(lines, 1)
+    assert got["learning"] == [{"iteration": -1, "faults": 1, "new_pairs": 1},
+                               {"iteration": 0, "faults": 3, "new_pairs": 2},
+                               {"iteration": 1, "faults": 2, "new_pairs": 0}]
+    assert got["faults"] == 2  # the measured iterations' other counts are unchanged
+
+
 def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does():
     """One 1 ms iteration with a prefetch range of two blocks and an eviction of
     one, dead blocks discarded: (0.1 + 0.1) + (0.05 + 0.1) + 2 x 0.01 ms = 0.37 of it."""
