@@ -409,6 +409,21 @@ def test_the_defaults_runs_are_predicted_pessimistically_and_mostly_within_the_b
     assert sum(r.within_bar for r in rows) == 17, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
 
 
+def test_gpt2_xl_runs_warmed_up_until_settled_are_predicted_within_the_bar():
+    """scripts/validate_simulator's fourteenth-session cases: GPT-2 XL's runs
+    warmed up until their iterations stopped getting faster (9 and 11
+    iterations for the engine), against the per-launch trace's last iteration
+    repeated.  The engine and the emulated demand mode (`uvm-user`) within
+    +-20% at both budgets, where the runs with three warm-up iterations were
+    24-35% slower than simulated; stock UVM's model of a GPU that small
+    (`uvm`, the fault waits for room) is 23-25% slow."""
+    rows = load_script("validate_simulator").settled_cases()
+    assert {(r.case, r.budget) for r in rows} == {("gpt2-xl-settled", 0.5), ("gpt2-xl-75-settled", 0.75)}
+    judged = [r for r in rows if r.policy in ("uvm-user", "deepum-issuer")]
+    assert len(judged) == 4 and all(r.within_bar for r in judged), judged
+    assert all(0.20 < r.error < 0.26 for r in rows if r.policy == "uvm"), rows
+
+
 def test_runs_compared_as_the_traces_kernels_launched_what_the_trace_did():
     """validate_simulator's `*-same-kernels` cases check their claim: the
     runs' engines counted the trace's launches per iteration.  The eighth
