@@ -60,6 +60,10 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
     calibration has that, else a 2 MiB eviction by itself
     (evict_to_host_per_2MiB_GBps) less its time in a bulk one, at the bulk
     rate; the kernel module's write-backs and the oracle's take the bulk rate.
+    both_ways_overlap_pct (deepum-split): of a write-back and a prefetch at
+    once, the share of the shorter that ran alongside the other
+    (evict_and_prefetch_at_once, 2 MiB ranges: the engine's are short);
+    100, the link's two directions at once, where the calibration lacks it.
     """
     try:
         gbps = lambda key: float(cal[key]) * 1e9  # noqa: E731
@@ -77,6 +81,7 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         else:
             user_evict = evict
             user_range_ns = max(block_bytes / evict_per_block - block_bytes / evict, 0) * 1e9
+        overlap_pct = both_ways_overlap_pct(cal.get("evict_and_prefetch_at_once"))
     except (KeyError, TypeError, ValueError) as e:
         raise DeepumInputError(f"calibration lacks a usable {e}") from None
     rounds = -(-block_bytes // page * threshold // 100)
@@ -102,7 +107,20 @@ def cost_model(cal: dict[str, Any], block_bytes: int = 2 * MIB) -> dict[str, int
         "discard_ns": int(discard_ms * 1e6 / 4096),
         "fault_bytes": page,
         "tree_threshold_pct": threshold,
+        "both_ways_overlap_pct": overlap_pct,
     }
+
+
+def both_ways_overlap_pct(measured: dict[str, Any] | None) -> int:
+    """From calibrate's evict_and_prefetch_at_once (2 MiB ranges): the time
+    saved over one after the other (1 - together_over_serial, the median of
+    each run's own ratio), as a share of the shorter of the two alone."""
+    if measured is None:
+        return 100
+    evict = 1 / float(measured["2MiB_evict_alone_GBps"])
+    prefetch = 1 / float(measured["2MiB_prefetch_alone_GBps"])
+    saved = (1 - float(measured["2MiB_together_over_serial"])) * (evict + prefetch) / min(evict, prefetch)
+    return int(round(100 * min(max(saved, 0.0), 1.0)))
 
 
 def compute_from_trace(trace: Trace) -> np.ndarray:

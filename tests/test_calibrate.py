@@ -32,6 +32,7 @@ cal_script = load_script("calibrate")
 LINK_H2D, LINK_D2H = 50e9, 40e9
 BULK_H2D, EVICT = 45e9, 15e9
 RANGE_OVERHEAD, BATCH_RATE = 80 * US, 48e9  # a batch-prefetched range costs overhead + size / rate
+SHARED = 0.25  # of a prefetch that overlaps a write-back going the other way
 CALL_ISSUE, CALL_RATE, CALL_EVICT_RATE = 100 * US, 18e9, 10e9
 PARALLEL = {"seq": 16e9, "random": 14e9}
 CHAIN_FAULT = {"seq": 380 * US, "random": 420 * US}  # per 2 MiB block, queued kernels
@@ -165,6 +166,18 @@ class FakeGPU:
         self.where = "gpu"
         return issue, len(order) * RANGE_OVERHEAD + self.nbytes / BATCH_RATE
 
+    def half_moves_s(self, evict, prefetch, range_bytes, order):
+        self._enter("half_moves_s")
+        assert self.where == "host", "the halves are set up from a buffer on the host"
+        half = self.nbytes // 2
+        assert sorted(order) == list(range(half // range_bytes)), "every range of a half once"
+        per_range = RANGE_OVERHEAD * len(order)
+        alone = {"evict": per_range + half / EVICT, "prefetch": per_range + half / BATCH_RATE}
+        # the fake's driver runs SHARED of the shorter move's time alongside the longer one, the rest after it
+        if evict and prefetch:
+            return max(alone.values()) + (1 - SHARED) * min(alone.values())
+        return alone["evict"] if evict else alone["prefetch"]
+
     def _order(self, blocks):
         return "seq" if blocks == sorted(blocks) else "random"
 
@@ -239,6 +252,16 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
     issue = new["batch_prefetch_cpu_issue_us_per_2MiB_block"]
     assert issue["256_per_call"] == approx(5 + 50 / 256) and issue["1_per_call"] == approx(55.0)
     assert set(issue) == {"4096_per_call", "256_per_call", "64_per_call", "16_per_call", "1_per_call"}
+    both = new["evict_and_prefetch_at_once"]
+    half = 4 * GIB
+    for mib in (2, 32):
+        ranges = half // (mib * MIB)
+        evict, prefetch = ranges * RANGE_OVERHEAD + half / EVICT, ranges * RANGE_OVERHEAD + half / BATCH_RATE
+        together = evict + (1 - SHARED) * prefetch
+        assert both[f"{mib}MiB_evict_alone_GBps"] == approx(half / evict / 1e9)
+        assert both[f"{mib}MiB_prefetch_alone_GBps"] == approx(half / prefetch / 1e9)
+        assert both[f"{mib}MiB_both_GBps"] == approx(2 * half / together / 1e9)
+        assert both[f"{mib}MiB_together_over_serial"] == pytest.approx(together / (evict + prefetch), abs=0.005)
     assert new["demand_paging_parallel_seq_GBps"] == approx(16.0)
     assert new["demand_paging_parallel_random_GBps"] == approx(14.0)
     assert new["demand_paging_dependent_chain_seq_GBps"] == approx(BLOCK / 385e-6 / 1e9)
@@ -345,6 +368,8 @@ def test_without_the_batch_and_discard_calls_their_keys_are_carried(tmp_path):
     assert new["discard_batch_4096x2MiB_ms"] == base["discard_batch_4096x2MiB_ms"]
     assert {"batch_prefetch_GBps_by_range_size.2MiB", "batch_prefetch_two_streams_2MiB_GBps",
             "discard_batch_4096x2MiB_ms"} <= set(new["carried_over"])
+    assert new["evict_and_prefetch_at_once"] == base["evict_and_prefetch_at_once"]
+    assert "evict_and_prefetch_at_once.2MiB_together_over_serial" in new["carried_over"]
     assert new["link_h2d_pinned_GBps"] == pytest.approx(50.0, rel=2e-3)
     assert any("cudaMemPrefetchBatchAsync is missing" in n for n in new["notes"])
 

@@ -137,7 +137,8 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 
 	*ret = NULL;
 	if (policy > DUM_SIM_POLICY_MAX || !cost->fault_bytes || cost->tree_threshold_pct > 100 ||
-	    !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec || !cost->user_evict_bytes_per_sec)
+	    cost->both_ways_overlap_pct > 100 || !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec ||
+	    !cost->user_evict_bytes_per_sec)
 		return -EINVAL;
 	checked.capacity_blocks = capacity_blocks;
 	err = deepum_core_config_check(&checked);
@@ -331,12 +332,31 @@ static int access_demand(struct dum_sim *s, __u64 blk, __u64 bytes)
 
 /* ---- DEEPUM ------------------------------------------------------------ */
 
+/*
+ * DEEPUM_SPLIT: a copy of @cost ns queued at @start while the other
+ * direction is busy until *@other_free shares the driver with it: of the
+ * time they overlap, the part that does not run alongside delays both (the
+ * other's queue by as much, for what is issued after).  Its extra time.
+ */
+static __u64 shared_driver_ns(const struct dum_sim *s, __u64 start, __u64 cost, __u64 *other_free)
+{
+	__u64 overlap, extra;
+
+	if (s->policy != DUM_SIM_DEEPUM_SPLIT || *other_free <= start)
+		return 0;
+	overlap = *other_free - start < cost ? *other_free - start : cost;
+	extra = overlap * (100 - s->cost.both_ways_overlap_pct) / 100;
+	*other_free += extra;
+	return extra;
+}
+
 /* Blocks of one prefetch range land together when the range's copy ends. */
 static void prefetch_range(struct dum_sim *s, const struct deepum_cmd *first, __u32 n, __u64 not_before)
 {
 	__u64 bytes = (__u64)n << s->shift;
 	__u64 start = max64(max64(s->h2d_free, s->now), max64(not_before, s->stream_free));
-	__u64 done = start + s->cost.prefetch_range_ns + copy_ns(bytes, s->cost.prefetch_bytes_per_sec);
+	__u64 cost = s->cost.prefetch_range_ns + copy_ns(bytes, s->cost.prefetch_bytes_per_sec);
+	__u64 done = start + cost + shared_driver_ns(s, start, cost, &s->d2h_free);
 	__u32 i;
 
 	s->h2d_free = done;
@@ -396,7 +416,8 @@ static __u64 evict_range(struct dum_sim *s, const struct deepum_cmd *cmds, __u32
 	if (ranged && user_api(s))
 		cost += s->cost.evict_range_ns;
 	/* (the module's fault-path evictions above may have moved the clock past start) */
-	s->d2h_free = max64(start, s->now) + cost;
+	start = max64(start, s->now);
+	s->d2h_free = start + cost + shared_driver_ns(s, start, cost, &s->h2d_free);
 	if (one_stream(s))
 		s->stream_free = s->d2h_free;
 	return s->d2h_free;

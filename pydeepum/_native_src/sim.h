@@ -37,9 +37,12 @@
  *   DEEPUM_ISSUER  DEEPUM_USER with DEEPUM_ISSUER=1: the driver calls are
  *           another thread's, and the core hears everything as it happens;
  *   DEEPUM_SPLIT  DEEPUM_ISSUER with its write-backs on a stream (and
- *           thread) of their own: a prefetch waits for the room its round's
- *           write-backs make, not behind every command issued before it
- *           (an engine libdeepum does not have: what one would gain);
+ *           thread) of their own, as libdeepum's DEEPUM_WRITER=1: a prefetch
+ *           waits for the room its round's write-backs make, not behind
+ *           every command issued before it.  A prefetch and a write-back at
+ *           the same time share the driver: of the shorter, the share
+ *           both_ways_overlap_pct runs alongside the other and the rest
+ *           delays both (the H200's driver: 7%, next to serial);
  *   ORACLE  Belady eviction and aggressive prefetching at link bandwidth:
  *           blocks are fetched in order of need as early as the link and
  *           room allow (room: a write-back must be done first), evicting
@@ -81,6 +84,7 @@ struct dum_sim_cost {
 	__u64 discard_ns;		/* per discarded block */
 	__u32 fault_bytes;		/* fault granularity (64 KiB) */
 	__u32 tree_threshold_pct;	/* UVM's tree prefetcher threshold (51) */
+	__u32 both_ways_overlap_pct;	/* DEEPUM_SPLIT: see above (100: the link's two directions at once) */
 };
 
 struct dum_sim_iteration {
