@@ -510,7 +510,7 @@ def test_the_writer_is_simulated_sharing_the_driver():
     all within +-12% at both budgets.  With a write-back and a prefetch
     sharing the driver as calibrate measured (7% overlap), the split is
     simulated within 4% of the one stream everywhere; measured, the writer
-    was 3-18% faster on GPT-2 XL in three calls and 8-44% slower on BERT in
+    was 3-18% faster on GPT-2 XL in three calls and 8-45% slower on BERT in
     one: a difference the simulator does not model."""
     rows = load_script("validate_simulator").variant_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
