@@ -415,49 +415,92 @@ static void finish_output(struct deepum_core *core)
 	core->out_len = n;
 }
 
+/* Add a use at @pos to @runs (sorted, disjoint, at most DUM_USE_RUNS). */
+static void add_use(struct dum_use_run *runs, u32 *n, u32 pos)
+{
+	u32 i, at, closest;
+
+	for (at = 0; at < *n && runs[at].end + DUM_USE_GAP < pos; at++)
+		;
+	if (at < *n && runs[at].start <= pos + DUM_USE_GAP) {
+		/* Within the gap of run @at: it grows, and may reach the next one. */
+		if (pos < runs[at].start)
+			runs[at].start = pos;
+		if (pos > runs[at].end)
+			runs[at].end = pos;
+		if (at + 1 < *n && runs[at + 1].start <= runs[at].end + DUM_USE_GAP) {
+			runs[at].end = runs[at + 1].end;
+			for (i = at + 1; i + 1 < *n; i++)
+				runs[i] = runs[i + 1];
+			(*n)--;
+		}
+		return;
+	}
+	if (*n == DUM_USE_RUNS) {
+		/* Full: the new run goes in and the two runs closest together merge. */
+		struct dum_use_run all[DUM_USE_RUNS + 1];
+
+		for (i = 0; i < at; i++)
+			all[i] = runs[i];
+		all[at] = (struct dum_use_run){ pos, pos };
+		for (i = at; i < DUM_USE_RUNS; i++)
+			all[i + 1] = runs[i];
+		for (closest = 0, i = 1; i < DUM_USE_RUNS; i++)
+			if (all[i + 1].start - all[i].end < all[closest + 1].start - all[closest].end)
+				closest = i;
+		all[closest].end = all[closest + 1].end;
+		for (i = 0; i < DUM_USE_RUNS; i++)
+			runs[i] = all[i < closest + 1 ? i : i + 1];
+		return;
+	}
+	for (i = *n; i > at; i--)
+		runs[i] = runs[i - 1];
+	runs[at] = (struct dum_use_run){ pos, pos };
+	(*n)++;
+}
+
 /* @b is needed @pos launches into the current iteration (DEEPUM_CFG_F_HISTORY). */
 static void note_use(const struct deepum_core *core, struct dum_block *b, u32 pos)
 {
+	if (!(core->cfg.flags & DEEPUM_CFG_F_HISTORY))
+		return;	/* the horizon's fields share the block's room */
 	if (b->use_iteration != core->iter_number + 1) {
 		if (b->use_iteration) {
-			b->prev_first = b->cur_first;
-			b->prev_last = b->cur_last;
+			memcpy(b->prev, b->cur, sizeof(b->prev));
+			b->prev_runs = b->cur_runs;
 			b->flags |= DUM_BLOCK_PREV_USES;
 		}
 		b->use_iteration = core->iter_number + 1;
-		b->cur_first = pos;
+		b->cur_runs = 0;
 	}
-	b->cur_last = pos;
+	add_use(b->cur, &b->cur_runs, pos);
 }
 
 /*
  * Launches until @b is needed again if iterations repeat, 0 if nothing is
- * known: the first of its recorded uses (first and last of an iteration)
- * still ahead in this iteration, else its first one in the next.  Uses in
- * this iteration are past; the iteration before says what comes.
+ * known: its next recorded use in this iteration (inside a run of uses, at
+ * most DUM_USE_GAP away), else its first one in the next.  Once it has been
+ * used in this iteration, the iteration before says what comes.
  */
 static u64 history_next_use(const struct deepum_core *core, const struct dum_block *b)
 {
-	u32 p = core->iter_pos, first = b->cur_first, last = b->cur_last;
-	u64 next;
+	const struct dum_use_run *runs = b->cur;
+	u32 p = core->iter_pos, n = b->cur_runs, i;
 
-	if (!core->iter_len || !b->use_iteration)
+	if (!core->iter_len || !b->use_iteration || !n)
 		return 0;
-	if (b->use_iteration == core->iter_number + 1) {
-		if (b->flags & DUM_BLOCK_PREV_USES) {
-			first = b->prev_first;
-			last = b->prev_last;
-		} else {
-			last = first;
-		}
+	if (b->use_iteration == core->iter_number + 1 && b->flags & DUM_BLOCK_PREV_USES) {
+		runs = b->prev;
+		n = b->prev_runs;
 	}
-	if (first > p)
-		next = first - p;
-	else if (last > p)
-		next = last - p;
-	else
-		next = (u64)first + core->iter_len - p;
-	return next ? next : 1;
+	for (i = 0; i < n; i++) {
+		if (runs[i].start > p)
+			return runs[i].start - p;
+		if (runs[i].end > p)
+			return runs[i].end - p < DUM_USE_GAP ? runs[i].end - p : DUM_USE_GAP;
+	}
+	/* This iteration may already be longer than the last one was. */
+	return (u64)runs[0].start + (core->iter_len > p ? core->iter_len - p : 1);
 }
 
 /* The tick the horizon expects @b to be used at next, or 0 if none ahead. */

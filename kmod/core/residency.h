@@ -15,17 +15,38 @@
 
 #define DUM_BLOCK_RESIDENT	(1U << 0)
 #define DUM_BLOCK_DEAD		(1U << 1)	/* freed: discard, never write back */
-#define DUM_BLOCK_PREV_USES	(1U << 2)	/* prev_first/prev_last hold an earlier iteration's uses */
+#define DUM_BLOCK_PREV_USES	(1U << 2)	/* prev holds an earlier iteration's uses */
+
+/*
+ * DEEPUM_CFG_F_HISTORY: when a block was needed in one iteration, in launches
+ * into it, as runs of uses at most DUM_USE_GAP apart.  With more runs than
+ * DUM_USE_RUNS the two closest together merge, so what is kept are the
+ * longest gaps: where evicting the block is worth it.  First and last use
+ * alone made a block needed at 12, 80 and 688 look free until 688 (ResNet-50
+ * on the H200, sixteenth session: 23% faster per iteration with the runs).
+ */
+#define DUM_USE_RUNS	4
+#define DUM_USE_GAP	32
+
+struct dum_use_run {
+	u32 start, end;
+};
 
 struct dum_block {
 	u64 blk;		/* block number: address >> block_shift */
 	u64 window_seq;		/* protected from pre-eviction while >= the launch clock */
-	u64 horizon_next;	/* earliest tick the horizon predicts it for (if >= the clock) */
-	u64 horizon_last;	/* latest such tick */
-	/* DEEPUM_CFG_F_HISTORY: when it was needed, in launches into an iteration. */
-	u32 use_iteration;	/* iteration number + 1 of cur_*; 0: never needed */
-	u32 cur_first, cur_last;	/* its first and last use in that iteration */
-	u32 prev_first, prev_last;	/* the same in the iteration it was needed before */
+	union {			/* one victim choice at a time (DEEPUM_CFG_F_VICTIMS) */
+		struct {	/* DEEPUM_CFG_F_HORIZON */
+			u64 horizon_next;	/* earliest tick the horizon predicts it for (if >= the clock) */
+			u64 horizon_last;	/* latest such tick */
+		};
+		struct {	/* DEEPUM_CFG_F_HISTORY: when it was needed, in launches into an iteration */
+			u32 use_iteration;	/* iteration number + 1 of cur; 0: never needed */
+			u32 cur_runs, prev_runs;
+			struct dum_use_run cur[DUM_USE_RUNS];	/* its uses in that iteration, in order */
+			struct dum_use_run prev[DUM_USE_RUNS];	/* the same in the iteration it was needed before */
+		};
+	};
 	u32 evict_cmd;		/* index of its latest eviction in a record's output */
 	u32 hash_next;
 	u32 lrm_prev;
