@@ -536,14 +536,14 @@ def test_runs_of_the_core_that_keeps_runs_of_uses_are_predicted():
     """scripts/validate_simulator's sixteenth-session cases, the first runs
     of the core these tests simulate: every demand row within +-9%; the
     engine within +-20% in 7 of 10 rows (GPT-2 +22%, BERT +28%, ResNet-50's
-    third run -26%), and GPT-2 XL at 75% within 10%.  ResNet-50's engine,
+    third run -26%), and GPT-2 XL within 10% at 75% and 50%.  ResNet-50's engine,
     simulated a third too fast since the eighth session, is 18-26% fast now:
     its runs got faster, the simulation did not."""
     rows = load_script("validate_simulator").use_runs_cases()
     detail = [(r.case, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
-    assert len(rows) == 16, detail
+    assert len(rows) == 17, detail
     assert all(abs(r.error) <= 0.09 for r in rows if r.measured_run == "demand"), detail
     engine = [r for r in rows if r.measured_run != "demand" and not r.case.startswith("gpt2-xl")]
     assert len(engine) == 9 and sum(r.within_bar for r in engine) == 6, detail
     assert all(-0.27 <= r.error <= -0.17 for r in engine if r.case.startswith("resnet50-")), detail
-    assert [abs(r.error) <= 0.10 for r in rows if r.case.startswith("gpt2-xl")] == [True], detail
+    assert [abs(r.error) <= 0.10 for r in rows if r.case.startswith("gpt2-xl")] == [True, True], detail
