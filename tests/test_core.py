@@ -426,47 +426,51 @@ def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
 
 
 def test_with_history_a_block_needed_in_the_middle_of_an_iteration_stays_for_that_use():
-    # Iteration 0: A is needed by kernels 0, 20 and 40, B by 1 and 38 (faults
-    # on resident blocks are heard too: late prefetches).  Room for two blocks
-    # besides the watermark's one.  In iteration 1 kernel 2 brings in E: A is
-    # needed next at 20, B at 38, so B goes.  First and last use alone said A
-    # was free until 40 (ResNet-50 on the H200: a tenth of its victims came
-    # back within 128 launches, by the last iteration's middle uses).
+    # Iteration 0: A is needed by kernels 0, 60 and 120, B by 1 and 110
+    # (faults on resident blocks are heard too: late prefetches), uses more
+    # than DUM_USE_GAP (32) apart.  Room for two blocks besides the
+    # watermark's one.  In iteration 1 kernel 2 brings in E: A is needed next
+    # at 60, B at 110, so B goes.  First and last use alone said A was free
+    # until 120 (ResNet-50 on the H200: 18% of its victims came back within
+    # 128 launches, by the last iteration's middle uses).
     core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
                             flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
-    uses = {0: 10, 1: 11, 20: 10, 38: 11, 40: 10}
+    uses = {0: 10, 1: 11, 60: 10, 110: 11, 120: 10}
     feed(core, rec(ITERATION, aux=0))
-    assert [c for k in range(41) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
+    assert [c for k in range(121) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
     feed(core, rec(ITERATION, aux=1))
     assert feed(core, launch(0), fault(10), launch(1), fault(11), launch(2), fault(12)) == [("E", 11, 0)]
 
 
 def test_history_runs_keep_the_longest_gaps_when_a_block_has_more_uses_than_they_hold():
-    # A is needed at 0, 3, 30, 60, 90, 100 and 130: six runs of uses (0 and
-    # 3 are one) for four places.  90-100 merge first (10 apart), then 0-3
-    # with 30 (27 apart); 30-60 stays a gap.  B is needed at 1, 55 and 140.
-    # At kernel 45 of the next iteration A is next needed at 60, B at 55:
-    # A goes.  Had 30 and 60 merged, A would look needed at once and B go.
+    # A is needed at 0, 10, 100, 200, 300, 340 and 440: six runs of uses (0
+    # and 10 are one, DUM_USE_GAP being 32) for four places.  300-340 merge
+    # first (40 apart), then 0-10 with 100 (90 apart); 100-200 stays a gap.
+    # B is needed at 1, 185 and 480.  At kernel 150 of the next iteration A
+    # is next needed at 200, B at 185: A goes.  Had 100 and 200 merged, A
+    # would look needed within the gap and B go; first and last use alone
+    # made A free until 440, B until 480: B went.
     core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
                             flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
-    uses = {0: 10, 3: 10, 30: 10, 60: 10, 90: 10, 100: 10, 130: 10, 1: 11, 55: 11, 140: 11}
+    uses = {0: 10, 10: 10, 100: 10, 200: 10, 300: 10, 340: 10, 440: 10, 1: 11, 185: 11, 480: 11}
     feed(core, rec(ITERATION, aux=0))
-    assert [c for k in range(141) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
+    assert [c for k in range(481) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
     feed(core, rec(ITERATION, aux=1))
-    assert feed(core, *(launch(k) for k in range(46)), fault(12)) == [("E", 10, 0)]
+    assert feed(core, *(launch(k) for k in range(151)), fault(12)) == [("E", 10, 0)]
 
 
 def test_with_history_an_iteration_longer_than_the_last_still_ranks_next_uses():
-    # Iteration 0 is two kernels: A at 0, B at 1.  At kernel 5 of iteration 1,
-    # past the last iteration's length, both are next needed in the next
-    # iteration, A first: B goes.  (Before, the distance went below zero and
+    # Iteration 0 is ten kernels: A at 0, B at 9.  At kernel 11 of iteration
+    # 1, past the last iteration's length, both are next needed in the next
+    # iteration, A first: B goes.  (Before, A's distance went below zero and
     # wrapped to the largest, so A went.)
     core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
                             flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
+    uses = {0: 10, 9: 11}
     feed(core, rec(ITERATION, aux=0))
-    assert feed(core, launch(0), fault(10), launch(1), fault(11)) == []
+    assert [c for k in range(10) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
     feed(core, rec(ITERATION, aux=1))
-    assert feed(core, *(launch(k) for k in range(6)), fault(12)) == [("E", 11, 0)]
+    assert feed(core, *(launch(k) for k in range(12)), fault(12)) == [("E", 11, 0)]
 
 
 def test_the_history_scan_reaches_the_victim_belady_would_take_in_a_budget_of_thousands():
