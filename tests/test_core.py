@@ -425,20 +425,26 @@ def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
     assert burst(HISTORY) == [("E", 17, 0), ("E", 16, 0), ("E", 15, 0)]
 
 
-def test_with_history_a_block_needed_in_the_middle_of_an_iteration_stays_for_that_use():
-    # Iteration 0: A is needed by kernels 0, 60 and 120, B by 1 and 110
-    # (faults on resident blocks are heard too: late prefetches), uses more
-    # than DUM_USE_GAP (32) apart.  Room for two blocks besides the
-    # watermark's one.  In iteration 1 kernel 2 brings in E: A is needed next
-    # at 60, B at 110, so B goes.  First and last use alone said A was free
-    # until 120 (ResNet-50 on the H200: 18% of its victims came back within
-    # 128 launches, by the last iteration's middle uses).
+def _history_after(uses: dict[int, int], launches: int) -> Core:
+    """A core with history victims and room for two blocks besides the
+    watermark's one, prefetching off, at the start of iteration 1, after an
+    iteration 0 of @launches kernels where kernel k faulted block uses[k]
+    (faults on resident blocks are heard too: late prefetches)."""
     core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
                             flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
-    uses = {0: 10, 1: 11, 60: 10, 110: 11, 120: 10}
     feed(core, rec(ITERATION, aux=0))
-    assert [c for k in range(121) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
+    assert [c for k in range(launches) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
     feed(core, rec(ITERATION, aux=1))
+    return core
+
+
+def test_with_history_a_block_needed_in_the_middle_of_an_iteration_stays_for_that_use():
+    # Iteration 0: A is needed by kernels 0, 60 and 120, B by 1 and 110,
+    # uses more than DUM_USE_GAP (32) apart.  In iteration 1 kernel 2 brings
+    # in E: A is needed next at 60, B at 110, so B goes.  First and last use
+    # alone said A was free until 120 (ResNet-50 on the H200: 18% of its victims came back within
+    # 128 launches, by the last iteration's middle uses).
+    core = _history_after({0: 10, 1: 11, 60: 10, 110: 11, 120: 10}, 121)
     assert feed(core, launch(0), fault(10), launch(1), fault(11), launch(2), fault(12)) == [("E", 11, 0)]
 
 
@@ -450,12 +456,8 @@ def test_history_runs_keep_the_longest_gaps_when_a_block_has_more_uses_than_they
     # is next needed at 200, B at 185: A goes.  Had 100 and 200 merged, A
     # would look needed within the gap and B go; first and last use alone
     # made A free until 440, B until 480: B went.
-    core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
-                            flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
-    uses = {0: 10, 10: 10, 100: 10, 200: 10, 300: 10, 340: 10, 440: 10, 1: 11, 185: 11, 480: 11}
-    feed(core, rec(ITERATION, aux=0))
-    assert [c for k in range(481) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
-    feed(core, rec(ITERATION, aux=1))
+    core = _history_after({0: 10, 10: 10, 100: 10, 200: 10, 300: 10, 340: 10, 440: 10,
+                           1: 11, 185: 11, 480: 11}, 481)
     assert feed(core, *(launch(k) for k in range(151)), fault(12)) == [("E", 10, 0)]
 
 
@@ -464,12 +466,7 @@ def test_with_history_an_iteration_longer_than_the_last_still_ranks_next_uses():
     # 1, past the last iteration's length, both are next needed in the next
     # iteration, A first: B goes.  (Before, A's distance went below zero and
     # wrapped to the largest, so A went.)
-    core = Core(make_config(capacity_bytes=3 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
-                            flags=lib.DEEPUM_CFG_F_NO_PREFETCH | HISTORY))
-    uses = {0: 10, 9: 11}
-    feed(core, rec(ITERATION, aux=0))
-    assert [c for k in range(10) for c in feed(core, launch(k), *([fault(uses[k])] if k in uses else []))] == []
-    feed(core, rec(ITERATION, aux=1))
+    core = _history_after({0: 10, 9: 11}, 10)
     assert feed(core, *(launch(k) for k in range(12)), fault(12)) == [("E", 11, 0)]
 
 
