@@ -41,6 +41,9 @@ DEFAULT_POLICIES = ("demand", "uvm", "deepum", "oracle")
 _FEWEST_BYTES = "min"
 _NATIVE_POLICIES = {**POLICIES, _FEWEST_BYTES: constant("DUM_SIM_MIN")}
 _CHUNK = 200_000
+# libdeepum's DEEPUM_WRITE_EVERY default (userlib/intercept.c): the engine sees
+# where the GPU is once per this many launches, and ties faults to the last.
+ENGINE_WRITE_EVERY = 8
 _ITER_FIELDS = struct_fields("dum_sim_iteration")
 MIB = 1 << 20
 
@@ -244,10 +247,10 @@ class SimReport:
 
 
 class _NativeSim:
-    def __init__(self, policy: str, cfg: Config, cost: dict[str, int], capacity_blocks: int):
+    def __init__(self, policy: str, cfg: Config, cost: dict[str, int], capacity_blocks: int, write_every: int):
         c = ffi.new("struct dum_sim_cost *", cost)
         ptr = ffi.new("struct dum_sim **")
-        rc = lib.dum_sim_create(_NATIVE_POLICIES[policy], to_cdata(cfg), c, capacity_blocks, ptr)
+        rc = lib.dum_sim_create(_NATIVE_POLICIES[policy], to_cdata(cfg), c, capacity_blocks, write_every, ptr)
         if rc < 0:
             raise errno_error(rc, f"simulate {policy}")
         self._s = ffi.gc(ptr[0], lib.dum_sim_destroy)
@@ -285,13 +288,19 @@ def simulate(
     compute_source: str = "trace",
     steady_from: int = 2,
     progress: Callable[[int], None] | None = None,
+    write_every: int = ENGINE_WRITE_EVERY,
 ) -> SimReport:
     """Simulate @trace at each capacity in bytes (0: unlimited) under each
     policy.  Fields @cfg leaves unset (make_settings) take the core's
-    defaults for each capacity, as an engine given that budget would."""
+    defaults for each capacity, as an engine given that budget would.
+    @write_every: the DEEPUM_WRITE_EVERY of the engine's policies
+    (deepum-user, -issuer, -split): their core hears of launches that many at
+    a time."""
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise DeepumInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    if not 1 <= write_every <= lib.DUM_SIM_LAUNCH_GROUP_MAX:
+        raise DeepumInputError(f"write_every must be 1-{lib.DUM_SIM_LAUNCH_GROUP_MAX}, not {write_every}")
     cfg = dataclasses.replace(cfg, block_shift=trace.block_shift)
     checked(cfg)
     records = np.ascontiguousarray(trace.records)
@@ -316,7 +325,7 @@ def simulate(
         # Defaults left unset in @cfg are the core's for this capacity.
         at_capacity = checked(dataclasses.replace(cfg, capacity_blocks=blocks))
         for policy in runs:
-            sim = _NativeSim(policy, at_capacity, cost, blocks)
+            sim = _NativeSim(policy, at_capacity, cost, blocks, write_every)
             for lo in range(0, n, _CHUNK):
                 sim.run(recs, comp, nu, n, lo, min(n, lo + _CHUNK))
                 if progress:

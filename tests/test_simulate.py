@@ -271,15 +271,44 @@ def test_one_stream_for_evictions_and_prefetches_makes_prefetches_late_and_victi
     after another: its prefetches arrive late where the kernel module's,
     overlapped on the two links, do not.  And under an emulated capacity a
     victim stays on the GPU until its write-back starts, so some uses that
-    would fault on a GPU that small find it still there."""
+    would fault on a GPU that small find it still there.  Launches heard one
+    by one (a position per launch), as the module hears them: only the
+    stream differs."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 512 << 20
     report = simulate(t, [cap], ["deepum", "deepum-user"], make_settings(), cost_model(calibration.load()),
-                      compute_from_trace(t))
+                      compute_from_trace(t), write_every=1)
     module, user = report.steady("deepum", cap), report.steady("deepum-user", cap)
     assert sum(it.evictions for it in user) > 0
     assert sum(it.late_stall_ns for it in user) > sum(it.late_stall_ns for it in module)
     assert sum(it.lingering for it in user) > 0 and sum(it.lingering for it in module) == 0
+
+
+def test_the_engine_hears_launches_a_group_at_a_time():
+    """The engine sees where the GPU is from a position written before every
+    DEEPUM_WRITE_EVERY-th launch, and ties each fault to the last launch it
+    has seen.  With more launches per position than an iteration has (56
+    here), it hears the launches only at the iteration's mark, every fault
+    goes to the iteration before's last kernel, and its predictions are of
+    no use: the misses of a launch-by-launch engine several times over.  The
+    module's policy hears every launch, whatever the setting."""
+    t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
+    assert {it["launches"] for it in t.iteration_summary()} == {56}
+    cap = 512 << 20
+
+    def steady(write_every):
+        report = simulate(t, [cap], ["deepum", "deepum-issuer"], make_settings(), cost_model(calibration.load()),
+                          compute_from_trace(t), write_every=write_every)
+        return {p: [(it.faults, it.time_ns) for it in report.steady(p, cap)] for p in ("deepum", "deepum-issuer")}
+
+    each, per_iteration = steady(1), steady(64)
+    assert each["deepum"] == per_iteration["deepum"] == steady(8)["deepum"]
+    faults = {we: sum(f for f, _ in runs["deepum-issuer"]) for we, runs in ((1, each), (64, per_iteration))}
+    assert faults[1] > 0 and faults[64] > 5 * faults[1], faults
+    for bad in (0, lib.DUM_SIM_LAUNCH_GROUP_MAX + 1):
+        with pytest.raises(DeepumInputError, match="write_every"):
+            simulate(t, [cap], ["deepum-issuer"], make_settings(), cost_model(calibration.load()),
+                     compute_from_trace(t), write_every=bad)
 
 
 def test_write_backs_on_a_stream_of_their_own_gain_only_what_the_driver_overlaps():
@@ -360,10 +389,10 @@ def test_per_launch_traces_predict_the_measured_runs():
     measured in training runs, and its victims on the GPU until their
     write-backs start.  Against the runs of the traces' own kernels (eighth
     session, the ninth's five calls): `deepum-issuer` within +-20% of the
-    engine's three GPT-2 runs, of none of BERT's ten (21-82% slow) and of
-    ResNet-50's in 3 of 10 (the rest 21-44% fast).  Those runs kept a
-    block's first and last use; simulated with the core they ran, 5 of 10
-    each were within the bar.  `uvm-user` (the
+    engine's three GPT-2 runs, of BERT's in 6 of 10 (the rest 26-56% slow)
+    and of ResNet-50's in 3 of 10 (the rest 24-48% fast), with launches heard
+    8 at a time as the engine hears them (seventeenth session; one by one:
+    BERT 0 of 10).  Those runs kept a block's first and last use.  `uvm-user` (the
     emulated demand mode) within +-20% of every GPT-2 and ResNet-50 demand
     run at half the working set, 33-76% slow for BERT's; at three quarters
     BERT's and ResNet-50's demand runs faulted about half the blocks the
@@ -372,7 +401,8 @@ def test_per_launch_traces_predict_the_measured_runs():
     order (docs/SIMULATOR.md, "Ninth session").  Against the runs before,
     with deterministic algorithms (37-47% more kernels per iteration than the
     traces have): `uvm` within +-20% of all nine demand runs,
-    `deepum-issuer` of 11 of 18 engine runs (15 with the core they ran)."""
+    `deepum-issuer` of 17 of 18 engine runs (11 with launches heard one by
+    one)."""
     rows = load_script("validate_simulator").per_launch_cases()
     same = [r for r in rows if "-same-kernels" in r.case]
     assert len({r.case for r in same}) == 12
@@ -385,10 +415,9 @@ def test_per_launch_traces_predict_the_measured_runs():
 
     engine = {model: cells(model, "deepum", "deepum-issuer") for model in ("gpt2", "bert", "resnet50")}
     assert [len(engine[m]) for m in engine] == [3, 10, 10]
-    # Simulated with the sixteenth session's core (runs of uses), these runs with first and last use:
-    # BERT's engine runs were 5 of 10 within the bar with the core they ran.
-    assert [sum(r.within_bar for r in engine[m]) for m in engine] == [3, 0, 3]
-    assert all(r.error > 0 for r in engine["bert"]) and all(r.error < 0 for r in engine["resnet50"])
+    # Simulated with the sixteenth session's core (runs of uses), these runs with first and last use.
+    assert [sum(r.within_bar for r in engine[m]) for m in engine] == [3, 6, 3]
+    assert all(r.error > -0.05 for r in engine["bert"]) and all(r.error < 0 for r in engine["resnet50"])
     assert all(r.within_bar for r in cells("resnet50", "demand", "uvm-user", (0.5,)))
     assert all(r.within_bar for r in cells("gpt2", "demand", "uvm-user"))  # 75%: the all-miss state
     assert not any(r.within_bar for r in cells("bert", "demand", "uvm-user", (0.5,)))
@@ -399,7 +428,7 @@ def test_per_launch_traces_predict_the_measured_runs():
     assert len(demand) == 9 and {r.case.split("-")[0] for r in demand} == {"gpt2", "bert", "resnet50"}
     assert all(r.within_bar for r in demand), [r for r in demand if not r.within_bar]
     engine_before = [r for r in before if r.policy == "deepum-issuer"]
-    assert len(engine_before) == 18 and sum(r.within_bar for r in engine_before) == 11  # 15 with the core they ran
+    assert len(engine_before) == 18 and sum(r.within_bar for r in engine_before) == 17
 
 
 def test_runs_under_budgets_that_hold_everything_are_predicted():
@@ -408,15 +437,16 @@ def test_runs_under_budgets_that_hold_everything_are_predicted():
     copies fill on the GPU (before, a model's weights stayed there unseen).
     GPT-2 XL at half its working set within 10% (demand, and the engine in
     both calls), every GPT-2 124M row within +-20%; BERT and ResNet-50 the
-    simulation is optimistic (up to 43%), never more than 10% slow.  (The
-    runs kept first and last use; simulated with runs of uses.)"""
+    simulation is optimistic (up to 43%), never more than 10% slow; 14 of
+    21 rows within +-20%.  (The runs kept first and last use; simulated with
+    runs of uses.)"""
     rows = load_script("validate_simulator").honest_budget_cases()
     assert len({r.case for r in rows}) == 6 and len(rows) == 21
     xl = [r for r in rows if r.case.startswith("gpt2-xl-")]
     assert len(xl) == 4 and all(abs(r.error) <= 0.11 for r in xl), xl
     assert all(r.within_bar for r in rows if r.case == "gpt2-honest")
     assert all(r.error <= 0.20 for r in rows), [r for r in rows if r.error > 0.20]
-    assert sum(r.within_bar for r in rows) == 15, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
+    assert sum(r.within_bar for r in rows) == 14, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
 
 
 def test_the_defaults_runs_are_predicted_pessimistically_and_mostly_within_the_bar():
@@ -424,21 +454,19 @@ def test_the_defaults_runs_are_predicted_pessimistically_and_mostly_within_the_b
     eleventh session; GPT-2 XL with the 32768-set correlation table):
     BERT's and ResNet-50's demand runs faulted the blocks they did in the
     eleventh session and took 25-32% less, so the simulation turned from
-    optimistic to pessimistic: no row more than 8% fast, none more than 41%
-    slow (BERT's engine runs, which kept first and last use, simulated with
-    runs of uses: +38% and +41%, +15% and +26% with the core they ran), 16
-    of 22 within +-20%, and every `uvm-user` row (the emulation the demand
-    runs are) within it.  GPT-2 XL with victims scanned from its whole
+    optimistic to pessimistic: no row more than 10% fast, none more than 41%
+    slow, 17 of 22 within +-20%, and every `uvm-user` row (the emulation the
+    demand runs are) within it.  GPT-2 XL with victims scanned from its whole
     budget learns more slowly in simulation than the four captured
-    iterations last, so those two rows are 20% and 26% slow."""
+    iterations last, so those two rows are 20% and 33% slow."""
     rows = load_script("validate_simulator").defaults_cases()
     scan = [r for r in rows if r.case == "gpt2-xl-history-scan"]
-    assert len(scan) == 2 and all(0.15 < r.error <= 0.30 for r in scan), scan
+    assert len(scan) == 2 and all(0.15 < r.error <= 0.35 for r in scan), scan
     rows = [r for r in rows if r not in scan]
     assert len({r.case for r in rows}) == 5 and len(rows) == 22
-    assert all(-0.08 <= r.error <= 0.41 for r in rows), [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
+    assert all(-0.10 <= r.error <= 0.41 for r in rows), [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
     assert all(r.within_bar for r in rows if r.policy == "uvm-user")
-    assert sum(r.within_bar for r in rows) == 16, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
+    assert sum(r.within_bar for r in rows) == 17, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
 
 
 def test_gpt2_xl_runs_warmed_up_until_settled_are_predicted_within_the_bar():
@@ -496,8 +524,8 @@ def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():
 def test_the_small_models_settled_runs_are_predicted_as_before():
     """scripts/validate_simulator's settled runs of GPT-2, BERT and ResNet-50
     (fourteenth and fifteenth sessions): every emulated demand row (`uvm-user`)
-    and GPT-2's engine within +-20%; the engine on ResNet-50 simulated a third
-    too fast at both budgets and on BERT at 50% 28% too slow, as in the
+    and GPT-2's engine within +-20%; the engine on ResNet-50 simulated a
+    quarter to a third too fast and on BERT at 50% 23% too slow, as in the
     earlier sessions' runs (docs/SIMULATOR.md)."""
     rows = load_script("validate_simulator").settled_small_cases()
     assert {(r.case, r.budget) for r in rows} == {
@@ -508,7 +536,7 @@ def test_the_small_models_settled_runs_are_predicted_as_before():
     engine = {(r.case, r.budget): r.error for r in rows if r.policy == "deepum-issuer"}
     assert abs(engine["gpt2-settled", 0.5]) <= 0.20 and abs(engine["gpt2-75-settled", 0.75]) <= 0.20, detail
     assert abs(engine["bert-75-settled", 0.75]) <= 0.20 and 0.20 < engine["bert-settled", 0.5] < 0.35, detail
-    assert all(-0.40 < engine["resnet50-settled", b] < -0.25 for b in (0.5, 0.75)), detail
+    assert all(-0.40 < engine["resnet50-settled", b] < -0.20 for b in (0.5, 0.75)), detail
 
 
 def test_the_writer_is_simulated_sharing_the_driver():
@@ -535,15 +563,35 @@ def test_the_writer_is_simulated_sharing_the_driver():
 def test_runs_of_the_core_that_keeps_runs_of_uses_are_predicted():
     """scripts/validate_simulator's sixteenth-session cases, the first runs
     of the core these tests simulate: every demand row within +-9%; the
-    engine within +-20% in 7 of 10 rows (GPT-2 +22%, BERT +28%, ResNet-50's
-    third run -26%), and GPT-2 XL within 10% at 75% and 50%.  ResNet-50's engine,
-    simulated a third too fast since the eighth session, is 18-26% fast now:
-    its runs got faster, the simulation did not."""
+    engine within +-20% in 7 of 11 rows (GPT-2 +22%, BERT +28%, ResNet-50
+    -20% to -28%), and GPT-2 XL within 10% at 75% and 50%.  ResNet-50's
+    engine, simulated a third too fast since the eighth session, is 20-28%
+    fast now: its runs got faster, the simulation did not."""
     rows = load_script("validate_simulator").use_runs_cases()
     detail = [(r.case, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 17, detail
     assert all(abs(r.error) <= 0.09 for r in rows if r.measured_run == "demand"), detail
     engine = [r for r in rows if r.measured_run != "demand" and not r.case.startswith("gpt2-xl")]
-    assert len(engine) == 9 and sum(r.within_bar for r in engine) == 6, detail
-    assert all(-0.27 <= r.error <= -0.17 for r in engine if r.case.startswith("resnet50-")), detail
+    assert len(engine) == 9 and sum(r.within_bar for r in engine) == 5, detail
+    assert all(-0.29 <= r.error <= -0.19 for r in engine if r.case.startswith("resnet50-")), detail
     assert [abs(r.error) <= 0.10 for r in rows if r.case.startswith("gpt2-xl")] == [True, True], detail
+
+
+def test_the_seventeenth_sessions_runs_are_predicted_but_resnet50_at_half():
+    """scripts/validate_simulator's seventeenth-session cases, the engine's
+    policy hearing launches as each run wrote positions (8 at a time, or one
+    by one with DEEPUM_WRITE_EVERY=1): every engine row at 75% within +-20%
+    (three models, both settings), 16 of 26 engine rows in all.  ResNet-50's
+    engine at 50% ran 457-755 ms in nine runs of three calls, its demand runs
+    848 and 837: the simulation (423-435) is the best of them, 22-44% fast
+    against the other eight."""
+    rows = load_script("validate_simulator").write_every_cases()
+    detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
+    engine = [r for r in rows if r.policy == "deepum-issuer"]
+    assert len(engine) == 26, detail
+    assert all(r.within_bar for r in engine if r.budget == 0.75), detail
+    assert sum(r.within_bar for r in engine) == 16, detail
+    resnet = sorted((r for r in engine if r.case.startswith("resnet50-") and r.budget == 0.5), key=lambda r: r.error)
+    assert len(resnet) == 9 and [r.within_bar for r in resnet] == [False] * 8 + [True], detail
+    assert all(-0.45 < r.error < -0.20 for r in resnet[:8]), detail
+    assert all(r.within_bar for r in rows if r.policy == "uvm-user" and not r.case.startswith("gpt2-75")), detail

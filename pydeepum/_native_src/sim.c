@@ -48,6 +48,12 @@ struct dum_sim {
 	__u64 engine_free;		/* DEEPUM_USER: when the engine's thread is back from the driver */
 	struct deepum_record *deferred;	/* ... records that happened before that, in order */
 	__u64 deferred_len, deferred_cap;
+	/* DEEPUM_USER, _ISSUER, _SPLIT: launches reach the core a group at a time */
+	__u32 launch_group;		/* launches per position the engine sees (1: each) */
+	__u32 group_pos;		/* launches into the iteration */
+	struct deepum_record *unseen;	/* launched, the engine has not seen them yet */
+	__u32 unseen_len;
+	__u32 seen_exec;		/* the last launch it saw: faults are tied to it */
 
 	struct dum_sim_iteration *iv;
 	__u32 iv_len, iv_cap;
@@ -129,7 +135,7 @@ static bool lingering(struct dum_sim *s, const struct sim_block *b)
 }
 
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
-		   __u64 capacity_blocks, struct dum_sim **ret)
+		   __u64 capacity_blocks, __u32 launch_group, struct dum_sim **ret)
 {
 	struct deepum_config checked = *cfg;
 	struct dum_sim *s;
@@ -138,7 +144,7 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	*ret = NULL;
 	if (policy > DUM_SIM_POLICY_MAX || !cost->fault_bytes || cost->tree_threshold_pct > 100 ||
 	    cost->both_ways_overlap_pct > 100 || !cost->prefetch_bytes_per_sec || !cost->h2d_bytes_per_sec ||
-	    !cost->user_evict_bytes_per_sec)
+	    !cost->user_evict_bytes_per_sec || !launch_group || launch_group > DUM_SIM_LAUNCH_GROUP_MAX)
 		return -EINVAL;
 	checked.capacity_blocks = capacity_blocks;
 	err = deepum_core_config_check(&checked);
@@ -151,6 +157,8 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	s->cost = *cost;
 	s->shift = checked.block_shift;
 	s->capacity = capacity_blocks;
+	s->launch_group = user_api(s) ? launch_group : 1;
+	s->seen_exec = DEEPUM_EXEC_NONE;
 	s->iv_cap = 16;
 	s->iv = calloc(s->iv_cap, sizeof(*s->iv));
 	s->blocks = calloc(checked.block_max, sizeof(*s->blocks));
@@ -164,7 +172,8 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 			goto out_fail;
 		s->max_cmds = deepum_core_max_cmds(s->core);
 		s->cmds = calloc(s->max_cmds, sizeof(*s->cmds));
-		if (!s->cmds)
+		s->unseen = calloc(s->launch_group, sizeof(*s->unseen));
+		if (!s->cmds || !s->unseen)
 			goto out_fail;
 	}
 	*ret = s;
@@ -187,6 +196,7 @@ void dum_sim_destroy(struct dum_sim *s)
 	free(s->blocks);
 	free(s->heap);
 	free(s->deferred);
+	free(s->unseen);
 	free(s->iv);
 	free(s);
 }
@@ -527,6 +537,40 @@ static int feed_core(struct dum_sim *s, const struct deepum_record *rec)
 	return err;
 }
 
+/* The GPU reached the position written before the launches held back: the
+ * engine sees them all now. */
+static int see_launches(struct dum_sim *s)
+{
+	__u32 i;
+	int err = 0;
+
+	for (i = 0; i < s->unseen_len && !err; i++)
+		err = feed_core(s, &s->unseen[i]);
+	if (s->unseen_len)
+		s->seen_exec = s->unseen[s->unseen_len - 1].exec_id;
+	s->unseen_len = 0;
+	return err;
+}
+
+/* A launch starts; the engine sees it with the first of its group. */
+static int hear_launch(struct dum_sim *s, const struct deepum_record *rec)
+{
+	if (s->launch_group == 1)
+		return feed_core(s, rec);
+	s->unseen[s->unseen_len++] = *rec;
+	return s->group_pos++ % s->launch_group ? 0 : see_launches(s);
+}
+
+/* A fault, tied to the last launch the engine has seen. */
+static int hear_fault(struct dum_sim *s, const struct deepum_record *rec)
+{
+	struct deepum_record tied = *rec;
+
+	if (s->launch_group > 1)
+		tied.exec_id = s->seen_exec;
+	return feed_core(s, &tied);
+}
+
 static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u64 bytes)
 {
 	__u64 blk = rec->addr >> s->shift;
@@ -541,7 +585,7 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 		bool late = b->arrival_ns > s->now;
 
 		use_block(s, b);
-		return late ? feed_core(s, rec) : 0;
+		return late ? hear_fault(s, rec) : 0;
 	}
 	if (b->unheard) {
 		use_block(s, b);	/* faulted in already; the engine has yet to hear */
@@ -553,7 +597,7 @@ static int access_deepum(struct dum_sim *s, const struct deepum_record *rec, __u
 	charge_fault(s, bytes);
 	b->arrival_ns = s->now;
 	b->unheard = s->policy == DUM_SIM_DEEPUM_USER;
-	return feed_core(s, rec);
+	return hear_fault(s, rec);
 }
 
 /* ---- ORACLE ------------------------------------------------------------ */
@@ -751,7 +795,11 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 		close_iteration(s);
 		if (rec->flags & DEEPUM_ITER_F_FLUSHED)
 			flush(s);
+		/* The mark writes a position too, and positions count from it. */
+		s->group_pos = 0;
 		if (s->core)
+			err = see_launches(s);
+		if (!err && s->core)
 			err = feed_core(s, rec);
 		if (!err && !(rec->flags & DEEPUM_ITER_F_END))
 			err = open_iteration(s, rec->aux);
@@ -768,7 +816,7 @@ static int sim_record(struct dum_sim *s, const struct deepum_record *recs, const
 	switch (rec->type) {
 	case DEEPUM_REC_LAUNCH:
 		start_kernel(s, compute[s->launches++]);
-		return s->core ? feed_core(s, rec) : 0;
+		return s->core ? hear_launch(s, rec) : 0;
 	case DEEPUM_REC_FAULT:
 		bytes = rec->len ? rec->len : 1ULL << s->shift;
 		cur(s)->accesses++;

@@ -52,6 +52,11 @@
  * Under an emulated capacity (UVM_USER, DEEPUM_USER, _ISSUER, _SPLIT) an
  * evicted block stays on the GPU until its write-back starts: a kernel that
  * uses it before then does not fault, and nobody hears of that use.
+ * The engine (DEEPUM_USER, _ISSUER, _SPLIT) learns how far the GPU has got
+ * from a position the GPU writes before every launch_group-th launch of an
+ * iteration (libdeepum's DEEPUM_WRITE_EVERY): the core hears of launches in
+ * groups, when the next group begins, and ties each fault to the last
+ * launch it has heard of.  DEEPUM, the module's hook, hears each launch.
  * The ideal bound of an iteration (computed by the caller) is max(compute,
  * MIN's bytes / link bandwidth).
  */
@@ -107,14 +112,18 @@ struct dum_sim_iteration {
 
 struct dum_sim;
 
+/* The most launches a position stands for (libdeepum's DEEPUM_WRITE_EVERY). */
+#define DUM_SIM_LAUNCH_GROUP_MAX 2048
+
 /*
  * @compute_ns: one entry per LAUNCH record of @recs, in order.  @capacity_blocks
  * 0 means unlimited.  For DEEPUM, @cfg configures the core (its capacity is
  * set to @capacity_blocks); the other policies use only its block_shift and
- * block_max.
+ * block_max.  @launch_group: launches per position the engine sees, 1 to
+ * DUM_SIM_LAUNCH_GROUP_MAX (DEEPUM_USER, _ISSUER, _SPLIT; see above).
  */
 int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct dum_sim_cost *cost,
-		   __u64 capacity_blocks, struct dum_sim **ret);
+		   __u64 capacity_blocks, __u32 launch_group, struct dum_sim **ret);
 void dum_sim_destroy(struct dum_sim *s);
 /*
  * For each of @n records, the index of the next FAULT record on the same

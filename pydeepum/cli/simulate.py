@@ -7,8 +7,8 @@ import click
 from .. import calibration
 from ..config import make_settings, parse_field_settings, parse_size
 from ..errors import DeepumInputError
-from ..simulate import (DEFAULT_POLICIES, POLICIES, SimReport, compute_from_profile, compute_from_trace, cost_model,
-                        records_simulated, simulate)
+from ..simulate import (DEFAULT_POLICIES, ENGINE_WRITE_EVERY, POLICIES, SimReport, compute_from_profile,
+                        compute_from_trace, cost_model, records_simulated, simulate)
 from ..trace import LAUNCH, Trace
 from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
@@ -35,12 +35,15 @@ def _capacities(text: str) -> list[int]:
               help="Ignore an access-set trace's flushes: memory stays on the GPU from one iteration to the "
                    "next, and leaving costs an eviction (what training does; compare with measured runs).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", help="Prefetch core configuration field.")
+@click.option("--write-every", type=click.IntRange(1, 2048), default=ENGINE_WRITE_EVERY, show_default=True,
+              help="The engine's DEEPUM_WRITE_EVERY (deepum-user, -issuer, -split): its core hears of launches "
+                   "this many at a time and ties faults to the last it heard of.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of iteration time against capacity.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @fail_on_input_errors
-def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, keep_resident, sets, plot_path,
-                 as_json):
+def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, keep_resident, sets, write_every,
+                 plot_path, as_json):
     """Predict iteration time on GPUs of the given capacities, per memory policy."""
     caps = _capacities(capacity)
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
@@ -54,7 +57,7 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
     else:
         compute = compute_from_profile(trace, compute_from)
     with progress(records_simulated(len(trace.records), caps, chosen), "simulate") as bar:
-        report = simulate(trace, caps, chosen, cfg, cost, compute, compute_from, steady_from, bar.update)
+        report = simulate(trace, caps, chosen, cfg, cost, compute, compute_from, steady_from, bar.update, write_every)
     if plot_path:
         plot(report, plot_path, title=trace_path)
     if as_json:
