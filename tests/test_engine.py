@@ -242,6 +242,11 @@ def test_the_engine_log_report_counts_round_trips_of_evicted_blocks():
     got = report.analyse(lines, 0)
     assert (got["round_trips_no_launch"], got["round_trips_within_32"]) == (1, 1)
     assert got["blocks_prefetched_again_in_iteration"] == 2 and got["prefetched_blocks"] == 4
+    # both were evicted after this iteration's first prefetch: back after 0 and 40 launches
+    assert got["prefetched_again_launches_after_eviction"]["p10"] == 0
+    later = report.analyse([line for line in lines if line != "prefetch exec=2 0x200000 blocks=1 t=3"], 0)
+    assert later["prefetched_again_launches_after_eviction"] == {"p10": 40, "p50": 40, "p90": 40}
+    assert report.analyse(lines[:3], 0)["prefetched_again_launches_after_eviction"] is None
 
 
 def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_run():
