@@ -44,6 +44,7 @@ _CHUNK = 200_000
 # libdeepum's DEEPUM_WRITE_EVERY default (userlib/intercept.c): the engine sees
 # where the GPU is once per this many launches, and ties faults to the last.
 ENGINE_WRITE_EVERY = 8
+WRITE_EVERY_MAX = lib.DUM_SIM_LAUNCH_GROUP_MAX
 _ITER_FIELDS = struct_fields("dum_sim_iteration")
 MIB = 1 << 20
 
@@ -299,8 +300,8 @@ def simulate(
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise DeepumInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
-    if not 1 <= write_every <= lib.DUM_SIM_LAUNCH_GROUP_MAX:
-        raise DeepumInputError(f"write_every must be 1-{lib.DUM_SIM_LAUNCH_GROUP_MAX}, not {write_every}")
+    if not 1 <= write_every <= WRITE_EVERY_MAX:
+        raise DeepumInputError(f"write_every must be 1-{WRITE_EVERY_MAX}, not {write_every}")
     cfg = dataclasses.replace(cfg, block_shift=trace.block_shift)
     checked(cfg)
     records = np.ascontiguousarray(trace.records)

@@ -112,7 +112,8 @@ struct dum_sim_iteration {
 
 struct dum_sim;
 
-/* The most launches a position stands for (libdeepum's DEEPUM_WRITE_EVERY). */
+/* The most launches a position stands for: libdeepum's DEEPUM_WRITE_EVERY
+ * limit, DEEPUM_RING_DEPTH / 2 (a literal: cffi reads this header). */
 #define DUM_SIM_LAUNCH_GROUP_MAX 2048
 
 /*

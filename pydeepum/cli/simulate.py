@@ -7,8 +7,8 @@ import click
 from .. import calibration
 from ..config import make_settings, parse_field_settings, parse_size
 from ..errors import DeepumInputError
-from ..simulate import (DEFAULT_POLICIES, ENGINE_WRITE_EVERY, POLICIES, SimReport, compute_from_profile,
-                        compute_from_trace, cost_model, records_simulated, simulate)
+from ..simulate import (DEFAULT_POLICIES, ENGINE_WRITE_EVERY, POLICIES, WRITE_EVERY_MAX, SimReport,
+                        compute_from_profile, compute_from_trace, cost_model, records_simulated, simulate)
 from ..trace import LAUNCH, Trace
 from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
@@ -35,7 +35,7 @@ def _capacities(text: str) -> list[int]:
               help="Ignore an access-set trace's flushes: memory stays on the GPU from one iteration to the "
                    "next, and leaving costs an eviction (what training does; compare with measured runs).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", help="Prefetch core configuration field.")
-@click.option("--write-every", type=click.IntRange(1, 2048), default=ENGINE_WRITE_EVERY, show_default=True,
+@click.option("--write-every", type=click.IntRange(1, WRITE_EVERY_MAX), default=ENGINE_WRITE_EVERY, show_default=True,
               help="The engine's DEEPUM_WRITE_EVERY (deepum-user, -issuer, -split): its core hears of launches "
                    "this many at a time and ties faults to the last it heard of.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
