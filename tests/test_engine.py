@@ -844,3 +844,37 @@ def test_bench_train_run_names_carry_settings_and_bad_ones_are_refused():
                 "deepum@before", "deepum@"):
         with pytest.raises(ValueError):
             run_settings(bad)
+
+
+def test_bench_train_repeats_every_configuration_and_reports_the_median_try(tmp_path, monkeypatch):
+    """--repeat: every name runs N times, the tries alternating, and its row is the
+    median try's with every try's time beside it; a failed try is reported, not hidden."""
+    bench_train = bench_train_on_the_fake_gpu(monkeypatch)
+    order = []
+    real_run = bench_train.run
+
+    def counted(args, env, timeout):
+        if args[0] == "train" and "DEEPUM_MODE" in env:
+            order.append(env["DEEPUM_MODE"])
+        return real_run(args, env, timeout)
+
+    monkeypatch.setattr(bench_train, "run", counted)
+    report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=3, out=tmp_path, deadline=180,
+                               timeout=60, smoke=False, runs=("deepum", "demand"), repeat=3)
+    assert order == ["user", "demand"] * 3
+    runs = report["budgets"][0]["runs"]
+    for name in ("deepum", "demand"):
+        tries = runs[name]["iteration_s_tries"]
+        assert len(tries) == 3 and runs[name]["iteration_s"] == statistics.median(tries)
+    assert sorted(p.name for p in tmp_path.glob("*-deepum-50*.stats.json")) == [
+        "bench_train-gpt2-deepum-50-try2.stats.json", "bench_train-gpt2-deepum-50-try3.stats.json",
+        "bench_train-gpt2-deepum-50.stats.json"]
+    assert any(line.split()[:3] == ["deepum", "tried", "3"] for line in bench_train.table(report))
+    # the median of an even count is the slower middle try's row; failed tries stay visible
+    tries = [{"iteration_s": 0.3, "tag": "slow"}, {"iteration_s": 0.1, "tag": "fast"}, {"error": "exited 1"}]
+    row = bench_train.median_run(tries)
+    assert row["tag"] == "slow" and row["iteration_s"] == pytest.approx(0.2)
+    assert row["iteration_s_tries"] == [0.3, 0.1] and row["repeat_errors"] == ["exited 1"]
+    assert bench_train.median_run([{"error": "timed out"}, {"error": "exited 1"}])["repeat_errors"] == [
+        "timed out", "exited 1"]
+    assert bench_train.median_run([{"iteration_s": 0.5}]) == {"iteration_s": 0.5}
