@@ -878,3 +878,16 @@ def test_bench_train_repeats_every_configuration_and_reports_the_median_try(tmp_
     assert bench_train.median_run([{"error": "timed out"}, {"error": "exited 1"}])["repeat_errors"] == [
         "timed out", "exited 1"]
     assert bench_train.median_run([{"iteration_s": 0.5}]) == {"iteration_s": 0.5}
+
+
+def test_the_engine_log_report_says_when_the_pairs_it_prefetches_were_learned():
+    """Each measured prefetch by the iteration its (kernel, block) pair first faulted in:
+    the tables keep what they learn, so early iterations' pairs are prefetched for good."""
+    report = load_script("engine_log_report")
+    lines = ["iteration 0 t=0", "fault exec=1 0x200000 at=1 t=1", "iteration 1 t=2",
+             "fault exec=2 0x400000 at=3 t=3", "fault exec=1 0x200000 at=3 t=3",  # learned in 0 already
+             "iteration 2 t=4", "prefetch exec=1 0x200000 blocks=1 t=5",
+             "prefetch exec=2 0x400000 blocks=2 t=6",   # 0x400000 learned in 1, 0x600000 never faulted
+             "prefetch exec=3 0x200000 blocks=1 t=7"]   # another kernel's block: never its pair
+    assert report.analyse(lines, 2)["prefetches_by_pair_learned"] == {"0": 1, "1": 1, "never": 2}
+    assert report.analyse(lines, 3)["prefetches_by_pair_learned"] == {"never": 0}  # nothing measured
