@@ -209,6 +209,7 @@ class SimReport:
     steady_from: int
     cost: dict[str, int]
     compute_source: str
+    write_every: int  # the engine policies' launches per position
 
     def steady(self, policy: str, capacity: int) -> list[SimIteration]:
         return [it for it in self.iterations
@@ -244,6 +245,7 @@ class SimReport:
 
     def as_dict(self) -> dict:
         return {"steady_from": self.steady_from, "cost": self.cost, "compute_source": self.compute_source,
+                "write_every": self.write_every,
                 "summary": self.summary(), "iterations": [it.as_dict() for it in self.iterations]}
 
 
@@ -338,4 +340,5 @@ def simulate(
                 needed = fewest[k]["h2d_bytes"] if k < len(fewest) else it["h2d_bytes"]
                 ideal = max(it["compute_ns"], int(needed * 1e9 / cost["h2d_bytes_per_sec"]))
                 results.append(SimIteration(policy=policy, capacity_bytes=cap, ideal_ns=ideal, **it))
-    return SimReport(iterations=results, steady_from=steady_from, cost=cost, compute_source=compute_source)
+    return SimReport(iterations=results, steady_from=steady_from, cost=cost, compute_source=compute_source,
+                     write_every=write_every)

@@ -138,3 +138,22 @@ def test_simulate_says_when_a_trace_lists_only_what_faulted():
     # its kernel durations include every fault: compute must come from a resident profile
     refused = run("simulate", str(per_launch), "--policy", "uvm")
     assert refused.exit_code == 2 and "resident kernel profile" in refused.output
+
+
+def test_simulate_takes_the_engines_position_rate_and_says_which():
+    """--write-every reaches the engine policies and the JSON says what was simulated."""
+    data = GPT2_TRACE.parent
+    args = ("simulate", str(data / "libdeepum/h200-resnet50-bs32x224-perlaunch-5it.dut.gz"), "--compute",
+            str(data / "h200/resnet50-resident-kernels.csv.gz"), "--policy", "deepum-issuer", "--capacity",
+            "1897922560", "--keep-resident", "--json")
+
+    def report(*more: str) -> dict:
+        output = run(*args, *more).output  # after the progress bar's label
+        return json.loads(output[output.index("{"):])
+
+    reports = {every: report("--write-every", str(every)) for every in (1, 8)}
+    assert [reports[every]["write_every"] for every in (1, 8)] == [1, 8]
+    assert reports[1]["summary"][0]["time_ms"] != reports[8]["summary"][0]["time_ms"]
+    assert report()["write_every"] == 8  # libdeepum's default
+    refused = run(*args, "--write-every", "0")
+    assert refused.exit_code == 2 and "--write-every" in refused.output
