@@ -116,6 +116,62 @@ def test_ways_are_replaced_least_recently_used():
     assert core.stats().corr_replacements == 1
 
 
+FORGET = lib.DEEPUM_CFG_F_FORGET_UNSETTLED
+
+
+def _iteration(core: Core, it: int, launches: list[tuple[int, list[int]]]) -> None:
+    """Launches of (exec ID, blocks it faults on), then a flushing mark."""
+    for e, blocks in launches:
+        feed(core, launch(e), *(fault(b, e) for b in blocks))
+    feed(core, flush(it))
+
+
+def test_an_iteration_of_new_exec_ids_is_forgotten_at_its_mark():
+    # Eight kernels never seen: a program still settling (its allocator
+    # moving tensors), so the blocks learned are forgotten; the exec-ID
+    # order is kept.
+    for flags, forgotten in ((0, False), (FORGET, True)):
+        core = Core(make_config(flags=flags))
+        _iteration(core, 0, [(e, [10 + e, 20 + e] if e == 0 else [30 + e]) for e in range(8)])
+        assert (core.block_successors(0, blk(10)) is None) is forgotten
+        assert (core.exec_starts(0) == []) is forgotten
+        assert core.exec_successors(0) == [1]
+
+
+def test_an_iteration_is_unsettled_when_over_one_launch_in_eight_is_new():
+    for new, forgotten in ((1, False), (2, True)):
+        core = Core(make_config(flags=FORGET))
+        _iteration(core, 0, [(e, [10 + e]) for e in range(8)])  # forgotten
+        _iteration(core, 1, [(e, [10 + e, 50 + e]) for e in range(8)])  # settled
+        # Eight launches, `new` of them exec IDs never seen.
+        _iteration(core, 2, [(e, [10 + e, 60 + e]) for e in range(8 - new)] +
+                   [(100 + e, [70 + e]) for e in range(new)])
+        assert (core.block_successors(0, blk(10)) is None) is forgotten
+        assert (core.exec_starts(1) == []) is forgotten
+
+
+def test_what_an_unsettled_iteration_taught_is_no_longer_predicted():
+    # Kernel 0 first used blocks 1 and 2, then (its tensors moved) 5 and 6.
+    # Kept, the old start is walked in every iteration after.
+    predicted = {}
+    for flags in (0, FORGET):
+        core = Core(make_config(flags=flags))
+        _iteration(core, 0, [(0, [1, 2])] + [(e, []) for e in range(1, 8)])
+        _iteration(core, 1, [(0, [5, 6])] + [(e, []) for e in range(1, 8)])
+        predicted[flags] = sorted(b for op, b, e in feed(core, launch(0)) if e == 0)
+    assert predicted == {0: [1, 2, 5, 6], FORGET: [5, 6]}
+
+
+def test_forgotten_entries_are_free_ways_not_replacements():
+    x = 7
+    (y,) = _colliding_blocks(x, 1)
+    core = Core(make_config(corr_sets=16, corr_ways=1, flags=FORGET))
+    _iteration(core, 0, [(0, [x])] + [(e, []) for e in range(1, 8)])
+    feed(core, launch(0), fault(y, 0))
+    assert core.stats().corr_replacements == 0
+    assert core.block_successors(0, blk(y)) == []
+
+
 # ---- the walker ----------------------------------------------------------------
 
 

@@ -521,9 +521,11 @@ def test_the_engine_settings_reach_its_core(tmp_path):
     from pydeepum._lowlevel import lib
 
     r, _ = layers(tmp_path, env={"DEEPUM_POSITIONAL": "0", "DEEPUM_LOOKAHEAD_BLOCKS": "7",
-                                 "DEEPUM_HISTORY_SCAN": "100", "DEEPUM_CORR_SETS": "32768"})
+                                 "DEEPUM_HISTORY_SCAN": "100", "DEEPUM_CORR_SETS": "32768",
+                                 "DEEPUM_FORGET_UNSETTLED": "1"})
     config = r.stats["engine"]["config"]
-    assert config["flags"] == lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY
+    assert config["flags"] == (lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY |
+                               lib.DEEPUM_CFG_F_FORGET_UNSETTLED)
     assert (config["lookahead_blocks"], config["evict_scan"], config["corr_sets"]) == (7, 100, 32768)
     (tmp_path / "defaults").mkdir()
     config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]

@@ -1236,7 +1236,8 @@ static bool core_create(char *why, size_t size)
 				 DEEPUM_CFG_F_NO_PREFETCH | DEEPUM_CFG_F_NO_PREEVICT | DEEPUM_CFG_F_LRM_VICTIMS :
 			 (deepum.horizon_kernels ? DEEPUM_CFG_F_HORIZON : 0) |
 			 (deepum.history_scan ? 0 : DEEPUM_CFG_F_LRM_VICTIMS) |
-			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL),
+			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL) |
+			 (deepum.forget_unsettled ? DEEPUM_CFG_F_FORGET_UNSETTLED : 0),
 	};
 	int err;
 

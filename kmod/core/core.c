@@ -56,6 +56,7 @@ enum {
 	VICTIM_CACHE = 64,	/* next-use victims one scan keeps for the calls after it */
 	CMD_TAKEN_BACK = 0,	/* an output slot whose eviction was taken back (no DEEPUM_CMD_*) */
 	ITER_SEQ_MAX = 1 << 16,	/* launches of an iteration whose exec IDs the core remembers */
+	UNSETTLED_SHARE = 8,	/* an iteration with over 1 in this many launches new is unsettled */
 };
 
 /* A victim candidate, the next use it was chosen by (0: none known) and its
@@ -92,6 +93,7 @@ struct deepum_core {
 	u32 iter_pos;		/* launches since the iteration began (DEEPUM_CFG_F_HISTORY) */
 	u32 iter_len;		/* launches in the last whole iteration; 0: none yet */
 	u32 iter_number;
+	u32 iter_new_execs;	/* launches of this iteration whose exec ID was new */
 	/* Exec slot of each launch of the latest iteration that reached its
 	 * position; DUM_NIL: none.  Iterations repeat, so it predicts the
 	 * kernels to come by position (see positional_exec()). */
@@ -854,7 +856,7 @@ static bool walk(struct deepum_core *core, u32 exec, u64 from, u64 seq, u32 gen,
 	} else {
 		const u64 *starts = dum_exec_starts(c, exec);
 
-		for (i = 0; i < c->exec_nstarts && starts[i]; i++) {
+		for (i = 0; starts && i < c->exec_nstarts && starts[i]; i++) {
 			u32 hint = DUM_NIL;
 
 			if (walk_enqueue(core, exec, starts[i], &hint, gen, &tail) != DUM_ENQUEUE_SEEN &&
@@ -1062,7 +1064,7 @@ static u32 exec_slot(const struct deepum_core *core, u32 exec_id)
 /* Has @exec ever faulted or been followed by another launch? */
 static bool exec_known(const struct deepum_core *core, u32 exec)
 {
-	return dum_exec_starts(&core->corr, exec)[0] || dum_exec_successors(&core->corr, exec)[0];
+	return dum_exec_first_start(&core->corr, exec) || dum_exec_successors(&core->corr, exec)[0];
 }
 
 /* Position (1..RESYNC_SKIP) of the first window kernel after the head that is
@@ -1094,6 +1096,8 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		core->prev_context = DUM_EXEC_NO_CONTEXT;
 		return;
 	}
+	if (!exec_known(core, exec))
+		core->iter_new_execs++;
 	if (core->prev_exec != DUM_NIL)
 		dum_exec_add_successor(&core->corr, core->prev_exec, exec, core->prev_context);
 	core->prev_context = core->prev_exec;
@@ -1119,10 +1123,11 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		 * top: its hits would never teach it what it shares.
 		 */
 		u32 gen = walk_begin(core);
+		u64 start = dum_exec_first_start(&core->corr, head->exec);
 
 		core->stats.exec_stand_ins++;
-		dum_mru_insert(dum_exec_starts(&core->corr, exec), NULL, core->corr.exec_nstarts,
-			       dum_exec_starts(&core->corr, head->exec)[0], 0);
+		if (start)
+			dum_exec_add_start(&core->corr, exec, start);
 		walk(core, head->exec, 0, core->launch_clock, gen, exec, &added);
 		window_pop(core);
 		window_extend(core);
@@ -1197,7 +1202,7 @@ static void learn(struct deepum_core *core, u32 exec, u64 blk)
 	if (core->hist_len && core->hist[0] == blk)
 		return;	/* the same block again: no self-successor */
 	if (!core->hist_len)
-		dum_mru_insert(dum_exec_starts(c, exec), NULL, c->exec_nstarts, blk, 0);
+		dum_exec_add_start(c, exec, blk);
 
 	switch (dum_corr_get(c, exec, blk, &way)) {
 	case DUM_CORR_REPLACED:
@@ -1216,7 +1221,7 @@ static void learn(struct deepum_core *core, u32 exec, u64 blk)
 
 		/* The way may have been given to another entry since. */
 		if (c->ways[prev].blk == core->hist[level] && c->ways[prev].exec == exec &&
-		    c->ways[prev].stamp && core->hist[level] != blk)
+		    dum_corr_live(c, prev) && core->hist[level] != blk)
 			dum_mru_insert(dum_corr_successors(c, prev, level),
 				       dum_corr_successor_ways(c, prev, level), c->succs, blk, way);
 	}
@@ -1317,6 +1322,16 @@ static void on_free(struct deepum_core *core, const struct deepum_record *rec)
 static void on_iteration(struct deepum_core *core, const struct deepum_record *rec)
 {
 	if (core->iter_pos) {
+		/*
+		 * Many new exec IDs: the program's memory was still moving (an
+		 * allocator filling its pools), so the blocks learned belong to
+		 * a layout that is gone.  Kept, they would be walked, and so
+		 * kept alive, in every iteration to come.
+		 */
+		if (core->cfg.flags & DEEPUM_CFG_F_FORGET_UNSETTLED &&
+		    (u64)core->iter_new_execs * UNSETTLED_SHARE > core->iter_pos)
+			dum_corr_forget(&core->corr);
+		core->iter_new_execs = 0;
 		core->iter_len = core->iter_pos;
 		core->iter_pos = 0;
 		core->iter_number++;
@@ -1438,7 +1453,7 @@ u32 deepum_core_exec_starts(const struct deepum_core *core, u32 exec_id, u64 *re
 	if (exec == DUM_NIL)
 		return 0;
 	starts = dum_exec_starts(&core->corr, exec);
-	for (i = 0; i < n && i < core->corr.exec_nstarts && starts[i]; i++)
+	for (i = 0; starts && i < n && i < core->corr.exec_nstarts && starts[i]; i++)
 		ret[i] = starts[i] << core->cfg.block_shift;
 	return i;
 }

@@ -13,7 +13,7 @@ u64 dum_corr_mem_bytes(const struct deepum_config *cfg)
 
 	return ways * sizeof(struct dum_corr_way) +
 	       ways * cfg->corr_levels * cfg->corr_succs * (sizeof(u64) + sizeof(u32)) +
-	       execs * (cfg->exec_succs + cfg->exec_starts) * sizeof(u64);
+	       execs * (cfg->exec_succs + cfg->exec_starts) * sizeof(u64) + execs * sizeof(u32);
 }
 
 int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg)
@@ -35,7 +35,9 @@ int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg)
 	c->succ_way = dum_calloc(ways * c->levels * c->succs, sizeof(*c->succ_way));
 	c->exec_next = dum_calloc((u64)c->exec_slots * c->exec_nsuccs, sizeof(*c->exec_next));
 	c->exec_start = dum_calloc((u64)c->exec_slots * c->exec_nstarts, sizeof(*c->exec_start));
-	if (!c->ways || !c->succ || !c->succ_way || !c->exec_next || !c->exec_start) {
+	c->exec_start_epoch = dum_calloc(c->exec_slots, sizeof(*c->exec_start_epoch));
+	if (!c->ways || !c->succ || !c->succ_way || !c->exec_next || !c->exec_start ||
+	    !c->exec_start_epoch) {
 		dum_corr_destroy(c);
 		return -ENOMEM;
 	}
@@ -49,6 +51,7 @@ void dum_corr_destroy(struct dum_corr *c)
 	dum_free(c->succ_way);
 	dum_free(c->exec_next);
 	dum_free(c->exec_start);
+	dum_free(c->exec_start_epoch);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -60,7 +63,7 @@ u32 dum_corr_find(const struct dum_corr *c, u32 exec, u64 blk)
 	for (w = first; w < first + c->nways; w++) {
 		const struct dum_corr_way *way = &c->ways[w];
 
-		if (way->stamp && way->blk == blk && way->exec == exec)
+		if (way->blk == blk && way->exec == exec && dum_corr_live(c, w))
 			return w;
 	}
 	return DUM_NIL;
@@ -83,13 +86,14 @@ enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk, u32 *ret)
 
 	for (w = first; w < first + c->nways; w++) {
 		struct dum_corr_way *way = &c->ways[w];
+		bool live = dum_corr_live(c, w);
 
-		if (way->stamp && way->blk == blk && way->exec == exec) {
+		if (live && way->blk == blk && way->exec == exec) {
 			dum_corr_use(c, w);
 			*ret = w;
 			return DUM_CORR_FOUND;
 		}
-		if (!way->stamp) {
+		if (!live) {
 			victim = w;
 			break;
 		}
@@ -97,10 +101,11 @@ enum dum_corr_get dum_corr_get(struct dum_corr *c, u32 exec, u64 blk, u32 *ret)
 		if (c->clock - way->stamp > c->clock - c->ways[victim].stamp)
 			victim = w;
 	}
-	replaced = c->ways[victim].stamp != 0;
+	replaced = dum_corr_live(c, victim);
 	c->ways[victim].blk = blk;
 	c->ways[victim].exec = exec;
 	c->ways[victim].walk_mark = 0;
+	c->ways[victim].epoch = c->epoch;
 	memset(dum_corr_successors(c, victim, 0), 0, (u64)c->levels * c->succs * sizeof(u64));
 	dum_corr_use(c, victim);
 	*ret = victim;

@@ -19,6 +19,10 @@
  * Ways are replaced least recently used; an entry is used when it learns or
  * when a walk visits it.
  *
+ * Forgetting (dum_corr_forget()) starts a new epoch: entries and start lists
+ * of earlier epochs read as free, so forgetting costs O(1) however large the
+ * tables are, and the space is taken back as new entries claim it.
+ *
  * Block number 0 never names a UM block (the first block of the address space
  * is never mapped), so 0 marks an empty successor or start slot.  Successor
  * exec IDs are stored plus one for the same reason.
@@ -36,6 +40,7 @@ struct dum_corr_way {
 	u32 exec;
 	u32 stamp;	/* LRU clock at last use; 0: the way is free */
 	u32 walk_mark;	/* walk generation that last queued it */
+	u32 epoch;	/* epoch it was learned in: any other and it is free */
 };
 
 struct dum_corr {
@@ -49,17 +54,31 @@ struct dum_corr {
 	u32 succs;
 	u32 clock;
 	u32 walk_gen;
+	u32 epoch;			/* bumped by dum_corr_forget() */
 
 	u32 exec_slots;			/* exec_max + 1: the last one is "unknown kernel" */
 	u32 exec_nsuccs;
 	u32 exec_nstarts;
 	u64 *exec_next;			/* exec_slots * exec_nsuccs: (context + 1) << 32 | (exec ID + 1), 0: empty */
 	u64 *exec_start;		/* exec_slots * exec_nstarts */
+	u32 *exec_start_epoch;		/* per exec slot: the epoch its start blocks are from */
 };
 
 int dum_corr_init(struct dum_corr *c, const struct deepum_config *cfg);
 void dum_corr_destroy(struct dum_corr *c);
 u64 dum_corr_mem_bytes(const struct deepum_config *cfg);
+
+/* Forget every block-table entry and start block learned so far. */
+static inline void dum_corr_forget(struct dum_corr *c)
+{
+	c->epoch++;
+}
+
+/* Does @way hold an entry of this epoch? */
+static inline bool dum_corr_live(const struct dum_corr *c, u32 way)
+{
+	return c->ways[way].stamp && c->ways[way].epoch == c->epoch;
+}
 
 /* Way holding (@exec, @blk), or DUM_NIL. */
 u32 dum_corr_find(const struct dum_corr *c, u32 exec, u64 blk);
@@ -91,7 +110,7 @@ static inline u32 dum_corr_find_hinted(const struct dum_corr *c, u32 exec, u64 b
 	if (*hint < c->nentries) {
 		const struct dum_corr_way *w = &c->ways[*hint];
 
-		if (w->blk == blk && w->exec == exec && w->stamp)
+		if (w->blk == blk && w->exec == exec && dum_corr_live(c, *hint))
 			return *hint;
 	}
 	*hint = dum_corr_find(c, exec, blk);
@@ -136,9 +155,33 @@ static inline u32 dum_exec_predict(const struct dum_corr *c, u32 exec, u32 conte
 	return dum_exec_entry_next(succ[0]);
 }
 
-static inline u64 *dum_exec_starts(const struct dum_corr *c, u32 exec)
+/* @exec's start blocks, MRU first, 0-terminated unless full; NULL: none
+ * learned in this epoch. */
+static inline const u64 *dum_exec_starts(const struct dum_corr *c, u32 exec)
 {
+	if (c->exec_start_epoch[exec] != c->epoch)
+		return NULL;
 	return &c->exec_start[(u64)exec * c->exec_nstarts];
+}
+
+/* @exec's first start block, 0 if none. */
+static inline u64 dum_exec_first_start(const struct dum_corr *c, u32 exec)
+{
+	const u64 *starts = dum_exec_starts(c, exec);
+
+	return starts ? starts[0] : 0;
+}
+
+/* @blk is @exec's most recent start block. */
+static inline void dum_exec_add_start(struct dum_corr *c, u32 exec, u64 blk)
+{
+	u64 *starts = &c->exec_start[(u64)exec * c->exec_nstarts];
+
+	if (c->exec_start_epoch[exec] != c->epoch) {
+		memset(starts, 0, c->exec_nstarts * sizeof(*starts));
+		c->exec_start_epoch[exec] = c->epoch;
+	}
+	dum_mru_insert(starts, NULL, c->exec_nstarts, blk, 0);
 }
 
 #endif /* _DEEPUM_CORR_H */

@@ -39,6 +39,9 @@
  *   1.5  with those victims, an unset evict_scan reaches every block of the
  *        capacity (capacity_blocks, at least ..._HISTORY_DEFAULT, at most
  *        DEEPUM_CFG_EVICT_SCAN_MAX); the correlation table's default sets 4x.
+ *   1.6  DEEPUM_CFG_F_FORGET_UNSETTLED: at an iteration mark after an
+ *        iteration in which over 1 launch in 8 had a new exec ID, the core
+ *        forgets its block tables and start blocks (not its exec-ID table).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -47,7 +50,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 5
+#define DEEPUM_API_MINOR 6
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -167,7 +170,8 @@ struct deepum_config {
 #define DEEPUM_CFG_F_HISTORY		(1U << 3)	/* victims by next use as the last iteration had it */
 #define DEEPUM_CFG_F_NO_POSITIONAL	(1U << 4)	/* predict kernels by the exec-ID table only, not by position */
 #define DEEPUM_CFG_F_LRM_VICTIMS	(1U << 5)	/* victims least recently migrated (outside the window) */
-#define DEEPUM_CFG_F_ALL		((1U << 6) - 1)
+#define DEEPUM_CFG_F_FORGET_UNSETTLED	(1U << 6)	/* forget the block tables after an iteration with many new exec IDs */
+#define DEEPUM_CFG_F_ALL		((1U << 7) - 1)
 /* The victim choice: at most one of these; none means DEEPUM_CFG_F_HISTORY. */
 #define DEEPUM_CFG_F_VICTIMS		(DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_HISTORY | DEEPUM_CFG_F_LRM_VICTIMS)
 
