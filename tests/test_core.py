@@ -142,12 +142,27 @@ def test_an_iteration_is_unsettled_when_over_one_launch_in_eight_is_new():
     for new, forgotten in ((1, False), (2, True)):
         core = Core(make_config(flags=FORGET))
         _iteration(core, 0, [(e, [10 + e]) for e in range(8)])  # forgotten
-        _iteration(core, 1, [(e, [10 + e, 50 + e]) for e in range(8)])  # settled
         # Eight launches, `new` of them exec IDs never seen.
-        _iteration(core, 2, [(e, [10 + e, 60 + e]) for e in range(8 - new)] +
+        _iteration(core, 1, [(e, [10 + e, 60 + e]) for e in range(8 - new)] +
                    [(100 + e, [70 + e]) for e in range(new)])
         assert (core.block_successors(0, blk(10)) is None) is forgotten
         assert (core.exec_starts(1) == []) is forgotten
+
+
+def test_forgetting_ends_once_an_iteration_settled_and_after_the_first_iterations():
+    def unsettled(it: int) -> list[tuple[int, list[int]]]:
+        return [(100 * it + e, [10 + e]) for e in range(8)]
+
+    core = Core(make_config(flags=FORGET))
+    _iteration(core, 0, unsettled(0))
+    _iteration(core, 1, [(e, [10 + e, 20 + e]) for e in range(8)])  # settled
+    _iteration(core, 2, unsettled(2))  # new IDs again: kept now
+    assert core.block_successors(0, blk(10)) == [blk(20)]
+    core = Core(make_config(flags=FORGET))
+    for it in range(5):
+        _iteration(core, it, unsettled(it))
+    assert core.block_successors(300, blk(10)) is None  # the fourth iteration's mark forgot
+    assert core.block_successors(400, blk(10)) == []  # the fifth's did not
 
 
 def test_what_an_unsettled_iteration_taught_is_no_longer_predicted():

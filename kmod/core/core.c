@@ -57,6 +57,7 @@ enum {
 	CMD_TAKEN_BACK = 0,	/* an output slot whose eviction was taken back (no DEEPUM_CMD_*) */
 	ITER_SEQ_MAX = 1 << 16,	/* launches of an iteration whose exec IDs the core remembers */
 	UNSETTLED_SHARE = 8,	/* an iteration with over 1 in this many launches new is unsettled */
+	FORGET_ITERATIONS = 4,	/* ... and forgets only among the program's first iterations */
 };
 
 /* A victim candidate, the next use it was chosen by (0: none known) and its
@@ -94,6 +95,7 @@ struct deepum_core {
 	u32 iter_len;		/* launches in the last whole iteration; 0: none yet */
 	u32 iter_number;
 	u32 iter_new_execs;	/* launches of this iteration whose exec ID was new */
+	bool iter_settled;	/* an iteration has had few new exec IDs */
 	/* Exec slot of each launch of the latest iteration that reached its
 	 * position; DUM_NIL: none.  Iterations repeat, so it predicts the
 	 * kernels to come by position (see positional_exec()). */
@@ -1323,13 +1325,17 @@ static void on_iteration(struct deepum_core *core, const struct deepum_record *r
 {
 	if (core->iter_pos) {
 		/*
-		 * Many new exec IDs: the program's memory was still moving (an
-		 * allocator filling its pools), so the blocks learned belong to
-		 * a layout that is gone.  Kept, they would be walked, and so
-		 * kept alive, in every iteration to come.
+		 * Many new exec IDs at the program's start: its memory was
+		 * still moving (an allocator filling its pools), so the blocks
+		 * learned belong to a layout that is gone.  Kept, they would be
+		 * walked, and so kept alive, in every iteration to come.  Later
+		 * (a program whose IDs never settle) forgetting would only lose
+		 * what is still right.
 		 */
-		if (core->cfg.flags & DEEPUM_CFG_F_FORGET_UNSETTLED &&
-		    (u64)core->iter_new_execs * UNSETTLED_SHARE > core->iter_pos)
+		if ((u64)core->iter_new_execs * UNSETTLED_SHARE <= core->iter_pos)
+			core->iter_settled = true;
+		else if (core->cfg.flags & DEEPUM_CFG_F_FORGET_UNSETTLED && !core->iter_settled &&
+			 core->iter_number < FORGET_ITERATIONS)
 			dum_corr_forget(&core->corr);
 		core->iter_new_execs = 0;
 		core->iter_len = core->iter_pos;
