@@ -600,17 +600,18 @@ def test_the_seventeenth_sessions_runs_are_predicted_but_resnet50_at_half():
 def test_runs_with_and_without_forgetting_are_predicted():
     """scripts/validate_simulator's eighteenth-session cases: each row the
     median of two or three tries, the engine with and without forgetting what
-    the first iterations taught (DEEPUM_FORGET_UNSETTLED).  19 of 20 engine
+    the first iterations taught (DEEPUM_FORGET_UNSETTLED).  21 of 22 engine
     rows within +-20% (BERT's forgetting run at 50% in call 2, 452 ms, the
     fastest of its six tries, is simulated 22% slow) and 7 of 8 demand rows
     (GPT-2's `uvm` +22%; `uvm-user`, the emulation the runs are, +12%).  The
-    simulation tells the two configurations apart by at most 14% in a cell,
-    less than the H200 does at ResNet-50's 50% budget (-16% and -18% in two
-    calls), so it cannot replace those runs for this choice."""
+    simulation tells the two configurations apart by at most 14% in a cell:
+    at GPT-2's 75% budget in the H200's direction (+13%; measured +21% and
+    +11%), at ResNet-50's 50% not (-0.5%; measured -16% and -18%), so it
+    cannot replace the H200 for this choice."""
     rows = load_script("validate_simulator").forget_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert len(engine) == 20 and sum(r.within_bar for r in engine) == 19, detail
+    assert len(engine) == 22 and sum(r.within_bar for r in engine) == 21, detail
     demand = [r for r in rows if r.measured_run == "demand"]
     assert len(demand) == 8 and sum(r.within_bar for r in demand) == 7, detail
     assert all(r.within_bar for r in demand if r.policy == "uvm-user"), detail
