@@ -57,7 +57,7 @@ enum {
 	CMD_TAKEN_BACK = 0,	/* an output slot whose eviction was taken back (no DEEPUM_CMD_*) */
 	ITER_SEQ_MAX = 1 << 16,	/* launches of an iteration whose exec IDs the core remembers */
 	UNSETTLED_SHARE = 8,	/* an iteration with over 1 in this many launches new is unsettled */
-	FORGET_ITERATIONS = 4,	/* ... and forgets only among the program's first iterations */
+	FORGET_ITERATIONS = 4,	/* the marks of the program's first iterations, the only ones that forget */
 };
 
 /* A victim candidate, the next use it was chosen by (0: none known) and its

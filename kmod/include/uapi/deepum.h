@@ -39,9 +39,10 @@
  *   1.5  with those victims, an unset evict_scan reaches every block of the
  *        capacity (capacity_blocks, at least ..._HISTORY_DEFAULT, at most
  *        DEEPUM_CFG_EVICT_SCAN_MAX); the correlation table's default sets 4x.
- *   1.6  DEEPUM_CFG_F_FORGET_UNSETTLED: at an iteration mark after an
- *        iteration in which over 1 launch in 8 had a new exec ID, the core
- *        forgets its block tables and start blocks (not its exec-ID table).
+ *   1.6  DEEPUM_CFG_F_FORGET_UNSETTLED: at the mark of one of the first four
+ *        iterations, if over 1 launch in 8 of it had a new exec ID, as in
+ *        every iteration before it, the core forgets its block tables and
+ *        start blocks (not its exec-ID table).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
