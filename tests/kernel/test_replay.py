@@ -1,7 +1,8 @@
 """Fault replay: the bundled real trace through TEST_INJECT -> the in-kernel
 pipeline -> TEST_DRAIN must give, byte for byte, the commands the userspace
 core (pydeepum.core.Core, the same sources) gives; once, and from 8
-processes at a time, with module-wide counters that add up."""
+processes at a time, with module-wide counters that add up; and under a
+budget with forgetting, a configuration of the process's own."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pydeepum._lowlevel import lib
 from pydeepum.core import Core
 from pydeepum.device import Device
 from pydeepum.replay import CoreStats
@@ -56,6 +58,21 @@ def test_replay_matches_userspace_core(gpt2_records: np.ndarray, expected) -> No
     got = {k: v for k, v in dataclasses.asdict(stats).items() if k not in NOT_CORE}
     want = {k: v for k, v in dataclasses.asdict(want_stats).items() if k not in NOT_CORE}
     assert got == want
+
+
+def test_a_forgetting_core_under_a_budget_replays_as_in_userspace(gpt2_records: np.ndarray,
+                                                                  replay_config) -> None:
+    """The trace's first iteration has only new exec IDs, so a core with
+    DEEPUM_CFG_F_FORGET_UNSETTLED forgets at its mark; the module's does it
+    as the userspace core does (and differently from one that does not)."""
+    forgetting = dataclasses.replace(replay_config, capacity_blocks=400,
+                                     flags=replay_config.flags | lib.DEEPUM_CFG_F_FORGET_UNSETTLED)
+    want = Core(forgetting).run(gpt2_records).tobytes()
+    assert want != Core(dataclasses.replace(forgetting, flags=replay_config.flags)).run(gpt2_records).tobytes()
+    with Device() as dev:
+        dev.attach()
+        dev.configure(forgetting)
+        assert dev.replay(gpt2_records).tobytes() == want
 
 
 def test_concurrent_replays(gpt2_records: np.ndarray, expected) -> None:
