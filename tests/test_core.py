@@ -207,9 +207,7 @@ def test_a_kernel_is_walked_to_the_end_of_its_table():
 
 def _learn_chain(core: Core, kernels: list[list[int]]) -> None:
     feed(core, flush(0))
-    for e, blocks in enumerate(kernels):
-        feed(core, launch(e), *(fault(b, e) for b in blocks))
-    feed(core, flush(1))
+    _iteration(core, 1, list(enumerate(kernels)))
 
 
 def test_lookahead_stops_after_lookahead_kernels():
