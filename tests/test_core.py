@@ -119,6 +119,12 @@ def test_ways_are_replaced_least_recently_used():
 FORGET = lib.DEEPUM_CFG_F_FORGET_UNSETTLED
 
 
+def _forgetting(flags: int = FORGET, **fields: int):
+    """A configuration that forgets where it may: one block of capacity, far
+    under two thirds of the blocks every case below uses."""
+    return make_config(flags=flags, capacity_bytes=BLOCK, **fields)
+
+
 def _iteration(core: Core, it: int, launches: list[tuple[int, list[int]]]) -> None:
     """Launches of (exec ID, blocks it faults on), then a flushing mark."""
     for e, blocks in launches:
@@ -131,7 +137,7 @@ def test_an_iteration_of_new_exec_ids_is_forgotten_at_its_mark():
     # moving tensors), so the blocks learned are forgotten; the exec-ID
     # order is kept.
     for flags, forgotten in ((0, False), (FORGET, True)):
-        core = Core(make_config(flags=flags))
+        core = Core(_forgetting(flags))
         _iteration(core, 0, [(e, [10 + e, 20 + e] if e == 0 else [30 + e]) for e in range(8)])
         assert (core.block_successors(0, blk(10)) is None) is forgotten
         assert (core.exec_starts(0) == []) is forgotten
@@ -140,7 +146,7 @@ def test_an_iteration_of_new_exec_ids_is_forgotten_at_its_mark():
 
 def test_an_iteration_is_unsettled_when_over_one_launch_in_eight_is_new():
     for new, forgotten in ((1, False), (2, True)):
-        core = Core(make_config(flags=FORGET))
+        core = Core(_forgetting())
         _iteration(core, 0, [(e, [10 + e]) for e in range(8)])  # forgotten
         # Eight launches, `new` of them exec IDs never seen.
         _iteration(core, 1, [(e, [10 + e, 60 + e]) for e in range(8 - new)] +
@@ -153,12 +159,12 @@ def test_forgetting_ends_once_an_iteration_settled_and_after_the_first_iteration
     def unsettled(it: int) -> list[tuple[int, list[int]]]:
         return [(100 * it + e, [10 + e]) for e in range(8)]
 
-    core = Core(make_config(flags=FORGET))
+    core = Core(_forgetting())
     _iteration(core, 0, unsettled(0))
     _iteration(core, 1, [(e, [10 + e, 20 + e]) for e in range(8)])  # settled
     _iteration(core, 2, unsettled(2))  # new IDs again: kept now
     assert core.block_successors(0, blk(10)) == [blk(20)]
-    core = Core(make_config(flags=FORGET))
+    core = Core(_forgetting())
     for it in range(5):
         _iteration(core, it, unsettled(it))
     assert core.block_successors(300, blk(10)) is None  # the fourth iteration's mark forgot
@@ -167,11 +173,12 @@ def test_forgetting_ends_once_an_iteration_settled_and_after_the_first_iteration
 
 def test_what_an_unsettled_iteration_taught_is_no_longer_predicted():
     # Kernel 0 first used blocks 1 and 2, then (its tensors moved) 5 and 6.
-    # Kept, the old start is walked in every iteration after.
+    # Kept, the old start is walked in every iteration after.  Room for the
+    # four blocks in the window, and kernel 7's twelve make it tight.
     predicted = {}
     for flags in (0, FORGET):
-        core = Core(make_config(flags=flags))
-        _iteration(core, 0, [(0, [1, 2])] + [(e, []) for e in range(1, 8)])
+        core = Core(make_config(flags=flags, capacity_bytes=8 * BLOCK, lookahead_blocks=4, watermark_blocks=1))
+        _iteration(core, 0, [(0, [1, 2])] + [(e, []) for e in range(1, 7)] + [(7, list(range(100, 112)))])
         _iteration(core, 1, [(0, [5, 6])] + [(e, []) for e in range(1, 8)])
         predicted[flags] = sorted(b for op, b, e in feed(core, launch(0)) if e == 0)
     assert predicted == {0: [1, 2, 5, 6], FORGET: [5, 6]}
@@ -180,11 +187,21 @@ def test_what_an_unsettled_iteration_taught_is_no_longer_predicted():
 def test_forgotten_entries_are_free_ways_not_replacements():
     x = 7
     (y,) = _colliding_blocks(x, 1)
-    core = Core(make_config(corr_sets=16, corr_ways=1, flags=FORGET))
-    _iteration(core, 0, [(0, [x])] + [(e, []) for e in range(1, 8)])
+    core = Core(_forgetting(corr_sets=16, corr_ways=1))
+    _iteration(core, 0, [(0, [x])] + [(e, [40 + e]) for e in range(1, 8)])
+    replaced = core.stats().corr_replacements
     feed(core, launch(0), fault(y, 0))
-    assert core.stats().corr_replacements == 0
+    assert core.stats().corr_replacements == replaced
     assert core.block_successors(0, blk(y)) == []
+
+
+def test_only_memory_under_two_thirds_of_the_blocks_used_forgets():
+    # Nine blocks used: five are under two thirds of them, six are not, and
+    # without a capacity nothing needs to leave.
+    for capacity, forgotten in ((0, False), (5, True), (6, False)):
+        core = Core(make_config(flags=FORGET, capacity_bytes=capacity * BLOCK))
+        _iteration(core, 0, [(e, [10 + e, 20 + e] if e == 0 else [30 + e]) for e in range(8)])
+        assert (core.block_successors(0, blk(10)) is None) is forgotten, capacity
 
 
 # ---- the walker ----------------------------------------------------------------

@@ -41,8 +41,9 @@
  *        DEEPUM_CFG_EVICT_SCAN_MAX); the correlation table's default sets 4x.
  *   1.6  DEEPUM_CFG_F_FORGET_UNSETTLED: at the mark of one of the first four
  *        iterations, if over 1 launch in 8 of it had a new exec ID, as in
- *        every iteration before it, the core forgets its block tables and
- *        start blocks (not its exec-ID table).
+ *        every iteration before it, and capacity_blocks is under two thirds
+ *        of the blocks the core has seen, the core forgets its block tables
+ *        and start blocks (not its exec-ID table).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
