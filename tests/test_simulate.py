@@ -597,26 +597,73 @@ def test_the_seventeenth_sessions_runs_are_predicted_but_resnet50_at_half():
     assert all(r.within_bar for r in rows if r.policy == "uvm-user" and not r.case.startswith("gpt2-75")), detail
 
 
+def _plain_and_forgetting(engine: list, case: str, budget: float) -> tuple[float, float]:
+    return tuple(next(r.simulated_ms for r in engine if (r.case, r.budget, r.measured_run) == (case, budget, run))
+                 for run in ("deepum", "deepum+FORGET_UNSETTLED=1"))
+
+
 def test_runs_with_and_without_forgetting_are_predicted():
     """scripts/validate_simulator's eighteenth-session cases: each row the
     median of two or three tries, the engine with and without forgetting what
-    the first iterations taught (DEEPUM_FORGET_UNSETTLED).  21 of 22 engine
-    rows within +-20% (BERT's forgetting run at 50% in call 2, 452 ms, the
-    fastest of its six tries, is simulated 22% slow) and 7 of 8 demand rows
-    (GPT-2's `uvm` +22%; `uvm-user`, the emulation the runs are, +12%).  The
-    simulation tells the two configurations apart by at most 14% in a cell:
-    at GPT-2's 75% budget in the H200's direction (+13%; measured +21% and
-    +11%), at ResNet-50's 50% not (-0.5%; measured -16% and -18%), so it
-    cannot replace the H200 for this choice."""
+    the first iterations taught (DEEPUM_FORGET_UNSETTLED).  Those runs' core
+    forgot at every budget; today's forgets only where the budget holds under
+    two thirds of the blocks seen, so at 75% it simulates the forgetting runs
+    as plain ones, and GPT-2's (measured +21% and +11% over plain) fall
+    outside the bar.  19 of 22 engine rows within +-20% (also out: BERT's
+    forgetting run at 50% in call 2, 452 ms, the fastest of its six tries, 22%
+    slow) and 7 of 8 demand rows (GPT-2's `uvm` +22%; `uvm-user`, the
+    emulation the runs are, +12%).  At 50% the simulation tells the two
+    configurations apart by at most 14%, and not in the H200's direction at
+    ResNet-50's (measured -16% and -18%): it cannot replace the H200 for this
+    choice."""
     rows = load_script("validate_simulator").forget_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert len(engine) == 22 and sum(r.within_bar for r in engine) == 21, detail
+    assert len(engine) == 22 and sum(r.within_bar for r in engine) == 19, detail
+    assert {(r.case, r.measured_run) for r in engine if not r.within_bar} == {
+        ("bert-forget-call2", "deepum+FORGET_UNSETTLED=1"), ("gpt2-forget-call5", "deepum+FORGET_UNSETTLED=1"),
+        ("gpt2-forget-call6", "deepum+FORGET_UNSETTLED=1")}, detail
     demand = [r for r in rows if r.measured_run == "demand"]
     assert len(demand) == 8 and sum(r.within_bar for r in demand) == 7, detail
     assert all(r.within_bar for r in demand if r.policy == "uvm-user"), detail
-    for case in {r.case for r in engine}:
-        for budget in {r.budget for r in engine if r.case == case}:
-            plain, forget = (next(r.simulated_ms for r in engine if (r.case, r.budget, r.measured_run) ==
-                                  (case, budget, run)) for run in ("deepum", "deepum+FORGET_UNSETTLED=1"))
-            assert abs(forget / plain - 1) < 0.15, (case, budget, plain, forget)
+    for case, budget in {(r.case, r.budget) for r in engine}:
+        plain, forget = _plain_and_forgetting(engine, case, budget)
+        if budget == 0.75:
+            assert forget == plain, (case, budget, plain, forget)
+        else:
+            assert plain != forget and abs(forget / plain - 1) < 0.15, (case, budget, plain, forget)
+
+
+def test_the_nineteenth_sessions_runs_are_predicted():
+    """Issue 6's 75% cells as medians of three tries (every row within
+    +-20%), and at 50% the engine with and without forgetting where memory is
+    tight: BERT's plain engine, its three tries 429-579 ms, is simulated 26%
+    slow."""
+    rows = load_script("validate_simulator").nineteenth_cases()
+    detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
+    assert len(rows) == 13 and [(r.case, r.measured_run) for r in rows if not r.within_bar] == [
+        ("bert-19-call3", "deepum")], detail
+    engine = [r for r in rows if r.policy == "deepum-issuer"]
+    for case in ("bert-19-call3", "gpt2-19-call3"):
+        plain, forget = _plain_and_forgetting(engine, case, 0.5)
+        assert plain != forget and abs(forget / plain - 1) < 0.05, (case, plain, forget)
+
+
+def test_resnet50s_settled_trace_predicts_as_its_first():
+    """ResNet-50's per-launch trace taken after eight warm-up iterations,
+    when 46 of 1,047 launches a step had new exec IDs (the first, after one:
+    22-26%, which the runs' measured iterations never had).  It predicts the
+    same runs within 7% of the first trace; every row of today's core within
+    +-20% (the eighteenth session's forgetting runs at 75% ran a core that
+    forgot there, which today's simulates as plain: two of them out)."""
+    script = load_script("validate_simulator")
+    settled = script.settled_trace_cases()
+    detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in settled]
+    first = {(r.budget, r.measured_run, r.policy, round(r.measured_ms, 3)): r.simulated_ms
+             for r in script.forget_cases() + script.nineteenth_cases() if r.case.startswith("resnet50")}
+    assert len(settled) == 17
+    for r in settled:
+        assert abs(r.simulated_ms / first[r.budget, r.measured_run, r.policy, round(r.measured_ms, 3)] - 1) < 0.07, detail
+    outside = [(r.case, r.budget, r.measured_run) for r in settled if not r.within_bar]
+    assert outside == [("resnet50-settled-18-call2", 0.75, "deepum+FORGET_UNSETTLED=1"),
+                       ("resnet50-settled-18-call4", 0.75, "deepum+FORGET_UNSETTLED=1")], detail
