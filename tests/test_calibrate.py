@@ -33,6 +33,7 @@ LINK_H2D, LINK_D2H = 50e9, 40e9
 BULK_H2D, EVICT = 45e9, 15e9
 RANGE_OVERHEAD, BATCH_RATE = 80 * US, 48e9  # a batch-prefetched range costs overhead + size / rate
 SHARED = 0.25  # of a prefetch that overlaps a write-back going the other way
+ONE_STREAM = 0.8  # both from one stream, over one after the other
 CALL_ISSUE, CALL_RATE, CALL_EVICT_RATE = 100 * US, 18e9, 10e9
 PARALLEL = {"seq": 16e9, "random": 14e9}
 CHAIN_FAULT = {"seq": 380 * US, "random": 420 * US}  # per 2 MiB block, queued kernels
@@ -166,7 +167,7 @@ class FakeGPU:
         self.where = "gpu"
         return issue, len(order) * RANGE_OVERHEAD + self.nbytes / BATCH_RATE
 
-    def half_moves_s(self, evict, prefetch, range_bytes, order):
+    def half_moves_s(self, evict, prefetch, range_bytes, order, one_stream=False):
         self._enter("half_moves_s")
         assert self.where == "host", "the halves are set up from a buffer on the host"
         half = self.nbytes // 2
@@ -174,6 +175,9 @@ class FakeGPU:
         per_range = RANGE_OVERHEAD * len(order)
         alone = {"evict": per_range + half / EVICT, "prefetch": per_range + half / BATCH_RATE}
         # the fake's driver runs SHARED of the shorter move's time alongside the longer one, the rest after it
+        if one_stream:  # one thread, one stream: one after the other, less what its queue overlaps
+            assert evict and prefetch
+            return ONE_STREAM * sum(alone.values())
         if evict and prefetch:
             return max(alone.values()) + (1 - SHARED) * min(alone.values())
         return alone["evict"] if evict else alone["prefetch"]
@@ -262,6 +266,8 @@ def test_every_simulator_key_is_measured_and_the_rest_carried_over(tmp_path, cap
         assert both[f"{mib}MiB_prefetch_alone_GBps"] == approx(half / prefetch / 1e9)
         assert both[f"{mib}MiB_both_GBps"] == approx(2 * half / together / 1e9)
         assert both[f"{mib}MiB_together_over_serial"] == pytest.approx(together / (evict + prefetch), abs=0.005)
+        assert both[f"{mib}MiB_one_stream_over_serial"] == pytest.approx(ONE_STREAM, abs=0.005)
+        assert both[f"{mib}MiB_one_stream_GBps"] == approx(2 * half / (ONE_STREAM * (evict + prefetch)) / 1e9)
     assert new["demand_paging_parallel_seq_GBps"] == approx(16.0)
     assert new["demand_paging_parallel_random_GBps"] == approx(14.0)
     assert new["demand_paging_dependent_chain_seq_GBps"] == approx(BLOCK / 385e-6 / 1e9)
