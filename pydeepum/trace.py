@@ -109,15 +109,20 @@ class Trace:
         return bounds
 
     def iteration_summary(self) -> list[dict[str, int]]:
-        """Per iteration: its index, LAUNCH and FAULT records, distinct blocks
-        faulted and bytes moved (FAULT lengths summed)."""
-        out = []
+        """Per iteration: its index, LAUNCH and FAULT records, launches whose
+        exec ID no earlier iteration launched (a program whose tensors still
+        move; all of the first's), distinct blocks faulted and bytes moved
+        (FAULT lengths summed)."""
+        out, launched = [], np.empty(0, dtype=self.records["exec_id"].dtype)
         for index, start, end in self.iteration_bounds():
             records = self.records[start:end]
             faults = records[records["type"] == FAULT]
-            out.append({"iteration": index, "launches": int((records["type"] == LAUNCH).sum()),
+            execs = records["exec_id"][records["type"] == LAUNCH]
+            out.append({"iteration": index, "launches": len(execs),
+                        "new_exec_ids": int((~np.isin(execs, launched)).sum()),
                         "faults": len(faults), "blocks": len(np.unique(faults["addr"] >> np.uint64(self.block_shift))),
                         "bytes": int(faults["len"].sum())})
+            launched = np.union1d(launched, execs)
         return out
 
     def without_flushes(self) -> "Trace":

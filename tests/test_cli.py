@@ -41,8 +41,10 @@ def test_trace_info_and_json():
     result = run("trace", "info", str(GPT2_TRACE), "--json")
     info = json.loads(result.output)
     assert info["iterations"] == 6 and info["exec_ids"] == 1107 and info["access_set"]
+    assert info["new_exec_ids_per_iteration"] == [1107, 0, 0, 0, 0, 0]  # exec IDs by place
     assert "sha256" in info["source"]
-    assert "6 iterations" in run("trace", "info", str(GPT2_TRACE)).output
+    text = run("trace", "info", str(GPT2_TRACE)).output
+    assert "6 iterations" in text and "per iteration: 1,107 of 1,107, 0 of 1,107," in text
 
 
 def test_trace_info_shows_metadata_another_tool_wrote(tmp_path):

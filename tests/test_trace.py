@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from testlib import GPT2_TRACE
+from testlib import GPT2_TRACE, rec
 from pydeepum.errors import TraceFormatError
-from pydeepum.trace import HEADER_DTYPE, RECORD_DTYPE, Trace
+from pydeepum.trace import HEADER_DTYPE, ITER_END, ITERATION, LAUNCH, RECORD_DTYPE, Trace
 
 
 def _raw(trace: Trace, tmp_path) -> bytes:
@@ -48,6 +48,16 @@ def test_iterations_and_counts(gpt2):
     assert [i for i, _, _ in gpt2.iteration_bounds()] == [0, 1, 2, 3, 4, 5]
     assert gpt2.counts()["launch"] == 6 * 1107
     assert gpt2.access_set
+
+
+def test_the_summary_counts_launches_of_exec_ids_no_earlier_iteration_had():
+    # Kernel 3's tensors moved in iteration 1 (new ID 4, launched twice) and stayed.
+    mark = [rec(ITERATION, aux=i) for i in range(3)] + [rec(ITERATION, aux=3, flags=ITER_END)]
+    launches = lambda *ids: [rec(LAUNCH, exec_id=e) for e in ids]  # noqa: E731
+    records = np.array([mark[0], *launches(1, 2, 3), mark[1], *launches(1, 2, 4, 4), mark[2],
+                        *launches(1, 2, 4), mark[3]], dtype=RECORD_DTYPE)
+    summary = Trace(records=records, meta={}).iteration_summary()
+    assert [(i["launches"], i["new_exec_ids"]) for i in summary] == [(3, 3), (4, 2), (3, 0)]
 
 
 def _corrupt(tmp_path, gpt2, mutate) -> str:

@@ -44,6 +44,8 @@ def trace_info(trace_path, as_json):
         "flags": t.flags,
         "source": t.meta.get("source", {}),
     }
+    iterations = t.iteration_summary()
+    info["new_exec_ids_per_iteration"] = [i["new_exec_ids"] for i in iterations]
     if "extended" in t.meta:
         info["extended"] = t.meta["extended"]
     if as_json:
@@ -54,6 +56,9 @@ def trace_info(trace_path, as_json):
     click.echo("  " + ", ".join(f"{k} {v:,}" for k, v in info["counts"].items()))
     click.echo(f"  {info['distinct_blocks']:,} distinct blocks ({gib(info['distinct_blocks'] * t.block_size)}),"
                f" {info['exec_ids']:,} exec IDs")
+    if iterations:
+        click.echo(f"  launches with an exec ID no earlier iteration had, per iteration: "
+                   + ", ".join(f"{i['new_exec_ids']:,} of {i['launches']:,}" for i in iterations))
     # Metadata is free-form JSON: a file written by another tool may hold anything there.
     source = info["source"]
     for key, value in (source.items() if isinstance(source, dict) else [("", source)]):
