@@ -979,6 +979,12 @@ def test_capture_traces_records_validates_and_keeps_provenance(tmp_path, monkeyp
     assert [i["blocks"] for i in provenance["per_iteration"]] == [6] * 6
     assert provenance["validation"]["ok"] is False  # four fake kernels are not GPT-2
     assert any("6 iterations, first touches per iteration" in line for line in provenance["tracer_summary"])
+    # The fake loop's exec IDs are the same every iteration: settled.
+    assert [i["new_exec_ids"] for i in provenance["per_iteration"]][1:] == [0] * 5
+    assert capture_traces.unsettled_note(provenance["per_iteration"]) is None
+    moving = [{"launches": 1047, "new_exec_ids": 1047}, {"launches": 1047, "new_exec_ids": 274}]
+    assert "274 of the last iteration's 1,047 launches" in capture_traces.unsettled_note(moving)
+    assert capture_traces.unsettled_note(moving[:1] + [{"launches": 1047, "new_exec_ids": 46}]) is None
 
 
 def test_capture_traces_per_launch_names_and_flags_its_trace(tmp_path, monkeypatch):

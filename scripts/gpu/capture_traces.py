@@ -55,6 +55,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# An iteration in which over 1 launch in this many has an exec ID no earlier one had has not
+# settled (the prefetch core's rule, UNSETTLED_SHARE in kmod/core/core.c): under the tracer,
+# ResNet-50's tensors still move after one warm-up iteration and settle after about eight.
+UNSETTLED_SHARE = 8
 ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
@@ -214,6 +218,15 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
     return describe(trace_path, name, provenance)
 
 
+def unsettled_note(per_iteration: list[dict]) -> str | None:
+    """What to say of a trace whose last iteration had not settled, if it had not."""
+    last = per_iteration[-1] if per_iteration else None
+    if not last or last["new_exec_ids"] * UNSETTLED_SHARE <= last["launches"]:
+        return None
+    return (f"not settled: {last['new_exec_ids']:,} of the last iteration's {last['launches']:,} launches had "
+            f"exec IDs no earlier iteration had; more --warmup captures the loop as it runs later")
+
+
 def describe(trace_path: Path, name: str, provenance: dict) -> dict:
     """Put @provenance into the trace's metadata, and what the trace holds into @provenance."""
     from pydeepum.trace import Trace
@@ -264,6 +277,9 @@ def main() -> None:
         print(f"{name}: {provenance.get('error', provenance.get('timed_out', 'ok'))}; {path}")
         for line in provenance.get("tracer_summary", []):
             print(f"  {line}")
+        note = unsettled_note(provenance.get("per_iteration", []))
+        if note:
+            print(f"  {note}")
         if "validation" in provenance:
             v = provenance["validation"]
             launches, blocks = v["launches"], v["blocks"]
