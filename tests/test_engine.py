@@ -754,6 +754,9 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert 0 < float(swept_row[-4]) <= 1 and 0 < float(swept_row[-3]) <= 1
     assert len(bench_train.verdicts(report)) >= 2
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
+    # beside each run's statistics, the host's free memory before it
+    host = json.loads((tmp_path / "bench_train-gpt2-deepum-50.host.json").read_text())
+    assert "MemFree" in host["meminfo"] and any(orders for orders in host["free_blocks_by_order"].values())
 
 
 def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkeypatch):
