@@ -325,8 +325,11 @@ def simulate(
         if cap and not blocks:
             raise DeepumInputError(f"capacity {cap} B is less than one block")
         per_policy = {}
-        # Defaults left unset in @cfg are the core's for this capacity.
-        at_capacity = checked(dataclasses.replace(cfg, capacity_blocks=blocks))
+        # Defaults left unset in @cfg are the core's for this capacity (the engine's
+        # policies: libdeepum's, dum_sim_create()), filled in by the C side; checked here
+        # so that a bad configuration is refused before any simulation.
+        at_capacity = dataclasses.replace(cfg, capacity_blocks=blocks)
+        checked(at_capacity)
         for policy in runs:
             sim = _NativeSim(policy, at_capacity, cost, blocks, write_every)
             for lo in range(0, n, _CHUNK):

@@ -266,6 +266,23 @@ def test_unset_fields_take_the_cores_defaults_at_each_capacity():
     assert times(make_settings()) != times(make_config())  # checked with no capacity: 1,024
 
 
+def test_the_engines_policies_keep_libdeepums_room_under_a_budget():
+    """libdeepum's engine pre-evicts to a watermark of a 32nd of its budget
+    (at least the core's 8 blocks; userlib/engine_defaults.h), the module to
+    the core's 8: an unset watermark is simulated as each would run it."""
+    t = generate(SynthSpec(layers=24, iterations=5, drift=0.0, access_set=False))
+    cap = 1 << 30  # 512 blocks: the engine keeps 16
+    cost, compute = cost_model(calibration.load()), compute_from_trace(t)
+
+    def times(policy, cfg):
+        return [it.time_ns for it in simulate(t, [cap], [policy], cfg, cost, compute).iterations]
+
+    for policy in ("deepum-user", "deepum-issuer", "deepum-split"):
+        assert times(policy, make_settings()) == times(policy, make_settings(watermark_blocks=16)), policy
+        assert times(policy, make_settings()) != times(policy, make_settings(watermark_blocks=8)), policy
+    assert times("deepum", make_settings()) == times("deepum", make_settings(watermark_blocks=8))
+
+
 def test_one_stream_for_evictions_and_prefetches_makes_prefetches_late_and_victims_linger():
     """The user-mode engine's stream runs its write-backs and prefetches one
     after another: its prefetches arrive late where the kernel module's,

@@ -67,6 +67,7 @@
 #include "../kmod/core/core.h"
 #include "../kmod/core/plan.h"
 #include "../kmod/core/residency.h"
+#include "engine_defaults.h"
 #include "deepum_user.h"
 
 enum {
@@ -1203,24 +1204,13 @@ static void forget_in_child(void)
 	engine.observing = false;
 }
 
-/* Free blocks pre-eviction keeps: the faults that arrive before the engine
- * can answer them land there, so the default grows with the budget. */
-static u32 default_watermark(u64 capacity_blocks)
-{
-	u64 blocks = capacity_blocks / 32;
-
-	if (blocks < DEEPUM_CFG_WATERMARK_BLOCKS_DEFAULT)
-		return DEEPUM_CFG_WATERMARK_BLOCKS_DEFAULT;
-	return blocks > 1024 ? 1024 : (u32)blocks;
-}
-
 static bool core_create(char *why, size_t size)
 {
 	struct deepum_config cfg = {
 		.exec_max = deepum.exec_max,
 		.capacity_blocks = deepum.capacity >> BLOCK_SHIFT,
 		.watermark_blocks = deepum.watermark_blocks ? deepum.watermark_blocks :
-				    default_watermark(deepum.capacity >> BLOCK_SHIFT),
+				    deepum_engine_watermark(deepum.capacity >> BLOCK_SHIFT),
 		.lookahead_blocks = deepum.lookahead_blocks,
 		.corr_sets = deepum.corr_sets,
 		/* A horizon of N kernels: victims by predicted next use, looked

@@ -4,6 +4,7 @@
 #include "sim.h"
 #include "../../kmod/core/plan.h"
 #include "../../kmod/core/residency.h"
+#include "../../userlib/engine_defaults.h"
 
 #define NS_PER_SEC 1000000000ULL
 #define NEVER (~0ULL)
@@ -119,9 +120,14 @@ static bool one_stream(const struct dum_sim *s)
 }
 
 /* An engine in libdeepum: it evicts through the user API, which costs per range. */
+static bool user_api_policy(__u32 policy)
+{
+	return policy == DUM_SIM_DEEPUM_USER || policy == DUM_SIM_DEEPUM_ISSUER || policy == DUM_SIM_DEEPUM_SPLIT;
+}
+
 static bool user_api(const struct dum_sim *s)
 {
-	return one_stream(s) || s->policy == DUM_SIM_DEEPUM_SPLIT;
+	return user_api_policy(s->policy);
 }
 
 /* Evicted under an emulated capacity, its write-back not started: the GPU
@@ -147,6 +153,9 @@ int dum_sim_create(__u32 policy, const struct deepum_config *cfg, const struct d
 	    !cost->user_evict_bytes_per_sec || !launch_group || launch_group > DUM_SIM_LAUNCH_GROUP_MAX)
 		return -EINVAL;
 	checked.capacity_blocks = capacity_blocks;
+	/* libdeepum's engine keeps more room than the core's default under a budget */
+	if (user_api_policy(policy) && capacity_blocks && !checked.watermark_blocks)
+		checked.watermark_blocks = deepum_engine_watermark(capacity_blocks);
 	err = deepum_core_config_check(&checked);
 	if (err)
 		return err;
