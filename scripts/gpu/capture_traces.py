@@ -89,6 +89,10 @@ def train(name: str, iterations: int, warmup: int) -> None:
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
         losses.append(loss.item())
+        # As in bench_train's runs, the next step runs without this one's loss tensor (kept,
+        # it changes where the next step's tensors go; whether that is why ResNet-50's exec
+        # IDs took eight steps to settle here and two there is untested)
+        del loss
         print(json.dumps({"iteration": len(seconds) - 1, "s": seconds[-1], "loss": losses[-1]}), flush=True)
     mark_iteration()  # closes the last iteration
     print(json.dumps({
