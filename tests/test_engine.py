@@ -726,6 +726,7 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
     report = bench_train.bench("gpt2", [0.5, 0.75], iterations=3, warmup=3, out=tmp_path, deadline=180,
                                timeout=60, smoke=False, runs=("deepum", "demand", swept, refused))
     assert report["safety"]["ok"] and [b["fraction"] for b in report["budgets"]] == [0.5, 0.75]
+    assert report["iteration_timed"].startswith("from its mark")
     # a run's +SETTING=VALUE reaches libdeepum: in range it runs, out of range libdeepum says why not
     for budget in report["budgets"]:
         assert budget["runs"][swept]["active"] and budget["runs"][swept]["prefetched_blocks"] > 0
