@@ -755,6 +755,14 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
         assert 0 < float(swept_row[-4]) <= 1 and 0 < float(swept_row[-3]) <= 1
     assert len(bench_train.verdicts(report)) >= 2
     assert bench_train.plot([report], tmp_path / "bench.png").startswith("wrote") and (tmp_path / "bench.png").exists()
+    # the time between marks by the engine's clock, and the same re-read from the saved statistics
+    (tmp_path / "bench_train-gpt2.json").write_text(json.dumps(report))
+    saved = bench_train.saved_between_marks(tmp_path / "bench_train-gpt2.json")
+    for budget in report["budgets"]:
+        for name in ("deepum", "demand"):
+            between = budget["runs"][name]["between_marks_s"]
+            assert between > 0 and saved[budget["fraction"], name] == pytest.approx(between), (name, budget)
+    assert any("deepum over demand" in line for line in bench_train.marks_table([tmp_path / "bench_train-gpt2.json"]))
     # beside each run's statistics, the host's free memory before it
     host = json.loads((tmp_path / "bench_train-gpt2-deepum-50.host.json").read_text())
     assert "MemFree" in host["meminfo"] and any(orders for orders in host["free_blocks_by_order"].values())
