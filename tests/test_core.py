@@ -511,6 +511,42 @@ def test_with_history_a_burst_of_victims_goes_farthest_next_use_first():
     assert burst(HISTORY) == [("E", 17, 0), ("E", 16, 0), ("E", 15, 0)]
 
 
+RUNS = lib.DEEPUM_CFG_F_VICTIM_RUNS
+
+
+def _two_victims(flags: int, neighbour_at: int) -> list:
+    """Victims of the second iteration's first kernel, which faults two new
+    blocks into a full GPU.  The first iteration's sixteen kernels each
+    fault one block: block 30 at kernel 15 (the farthest next use), 50 at
+    kernel 14, 30's neighbour 31 at @neighbour_at, the others (40-53) at the
+    rest, none of them next to 30 or 31."""
+    order = iter([b for b in range(40, 54) if b != 50])
+    uses = {15: 30, 14: 50, neighbour_at: 31}
+    core = Core(make_config(capacity_bytes=17 * BLOCK, watermark_blocks=1, lookahead_kernels=1,
+                            flags=lib.DEEPUM_CFG_F_NO_PREFETCH | flags))
+    feed(core, rec(ITERATION, aux=0))
+    assert [c for k in range(16) for c in feed(core, launch(k), fault(uses.get(k) or next(order)))] == []
+    feed(core, rec(ITERATION, aux=1))
+    return feed(core, launch(0), fault(20), fault(21))
+
+
+def test_victim_runs_take_a_neighbour_needed_at_least_half_as_late():
+    # The best victim is 30 (needed at kernel 15), the next best 50 (14).
+    # With runs, 30's neighbour 31 goes instead of 50 when it is needed no
+    # sooner than half as late (kernel 10 against 14), so that the two are
+    # written back as one range; needed at kernel 5 it stays.
+    assert _two_victims(HISTORY, neighbour_at=10) == [("E", 30, 0), ("E", 50, 0)]
+    assert _two_victims(HISTORY | RUNS, neighbour_at=10) == [("E", 30, 0), ("E", 31, 0)]
+    assert _two_victims(HISTORY | RUNS, neighbour_at=5) == [("E", 30, 0), ("E", 50, 0)]
+
+
+def test_victim_runs_need_victims_by_next_use():
+    assert make_config(flags=RUNS).flags == HISTORY | RUNS
+    assert make_config(flags=HORIZON | RUNS).flags == HORIZON | RUNS
+    with pytest.raises(ConfigError):
+        make_config(flags=LRM | RUNS)
+
+
 def _history_after(uses: dict[int, int], launches: int) -> Core:
     """A core with history victims and room for two blocks besides the
     watermark's one, prefetching off, at the start of iteration 1, after an

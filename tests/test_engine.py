@@ -334,6 +334,11 @@ def test_a_horizon_and_history_exclude_each_other(tmp_path):
     assert "exclude each other" in both.stderr and both.returncode == 0
 
 
+def test_victim_runs_refuse_the_oldest_victims(tmp_path):
+    oldest, _ = engine(tmp_path, "layers", "1", "1", env={"DEEPUM_HISTORY_SCAN": "0", "DEEPUM_VICTIM_RUNS": "1"})
+    assert "DEEPUM_VICTIM_RUNS weighs victims by next use" in oldest.stderr and oldest.returncode == 0
+
+
 def test_the_engine_learns_a_loop_the_program_does_not_mark(tmp_path):
     r, _ = engine(tmp_path, "layers-unmarked", "12", str(LAYERS))
     assert r.returncode == 0 and r.warnings() == [], r.stderr
@@ -522,10 +527,10 @@ def test_the_engine_settings_reach_its_core(tmp_path):
 
     r, _ = layers(tmp_path, env={"DEEPUM_POSITIONAL": "0", "DEEPUM_LOOKAHEAD_BLOCKS": "7",
                                  "DEEPUM_HISTORY_SCAN": "100", "DEEPUM_CORR_SETS": "32768",
-                                 "DEEPUM_FORGET_UNSETTLED": "1"})
+                                 "DEEPUM_FORGET_UNSETTLED": "1", "DEEPUM_VICTIM_RUNS": "1"})
     config = r.stats["engine"]["config"]
     assert config["flags"] == (lib.DEEPUM_CFG_F_NO_POSITIONAL | lib.DEEPUM_CFG_F_HISTORY |
-                               lib.DEEPUM_CFG_F_FORGET_UNSETTLED)
+                               lib.DEEPUM_CFG_F_FORGET_UNSETTLED | lib.DEEPUM_CFG_F_VICTIM_RUNS)
     assert (config["lookahead_blocks"], config["evict_scan"], config["corr_sets"]) == (7, 100, 32768)
     (tmp_path / "defaults").mkdir()
     config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]

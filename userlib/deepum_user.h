@@ -120,6 +120,7 @@ struct deepum_state {
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
 	u32 forget_unsettled;		/* DEEPUM_FORGET_UNSETTLED: the core forgets what iterations with many new IDs taught */
+	u32 victim_runs;		/* DEEPUM_VICTIM_RUNS: victims in address runs where nearly as good */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
 	u32 writer;			/* DEEPUM_WRITER: evictions from another, on a stream of their own */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */

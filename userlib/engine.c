@@ -1227,12 +1227,17 @@ static bool core_create(char *why, size_t size)
 			 (deepum.horizon_kernels ? DEEPUM_CFG_F_HORIZON : 0) |
 			 (deepum.history_scan ? 0 : DEEPUM_CFG_F_LRM_VICTIMS) |
 			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL) |
-			 (deepum.forget_unsettled ? DEEPUM_CFG_F_FORGET_UNSETTLED : 0),
+			 (deepum.forget_unsettled ? DEEPUM_CFG_F_FORGET_UNSETTLED : 0) |
+			 (deepum.victim_runs ? DEEPUM_CFG_F_VICTIM_RUNS : 0),
 	};
 	int err;
 
 	if (deepum.horizon_kernels && deepum.history_scan != HISTORY_SCAN_UNSET) {
 		snprintf(why, size, "DEEPUM_HORIZON_KERNELS and DEEPUM_HISTORY_SCAN exclude each other");
+		return false;
+	}
+	if (deepum.victim_runs && deepum.mode != MODE_DEMAND && cfg.flags & DEEPUM_CFG_F_LRM_VICTIMS) {
+		snprintf(why, size, "DEEPUM_VICTIM_RUNS weighs victims by next use: not with DEEPUM_HISTORY_SCAN=0");
 		return false;
 	}
 	if (deepum_core_config_check(&cfg) != 0) {

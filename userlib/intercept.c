@@ -369,6 +369,7 @@ static bool read_config(void)
 	       env_number("DEEPUM_WRITER", 0, 1, &deepum.writer) &&
 	       env_number("DEEPUM_POSITIONAL", 0, 1, &deepum.positional) &&
 	       env_number("DEEPUM_FORGET_UNSETTLED", 0, 1, &deepum.forget_unsettled) &&
+	       env_number("DEEPUM_VICTIM_RUNS", 0, 1, &deepum.victim_runs) &&
 	       env_bytes("DEEPUM_CAPACITY", &deepum.capacity) &&
 	       env_bytes("DEEPUM_MANAGED_LIMIT", &deepum.managed_limit) &&
 	       env_path("DEEPUM_TRACE", deepum.trace_path, sizeof(deepum.trace_path), "") &&

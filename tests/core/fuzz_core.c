@@ -198,6 +198,8 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_LRM_VICTIMS },	/* tight, the oldest victims */
 		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_NO_POSITIONAL },	/* tight, the exec-ID table only */
 		{ 16, 1, 1, 1, 16, 64, 1, 1, 8, 0, DEEPUM_CFG_F_FORGET_UNSETTLED },	/* smallest, forgetting */
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 96, 0, DEEPUM_CFG_F_VICTIM_RUNS },	/* tight, victims in runs */
+		{ 16, 2, 4, 8, 32, 128, 4, 16, 24, 3, DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_VICTIM_RUNS },
 	};
 	unsigned long long per = n / (sizeof(shapes) / sizeof(shapes[0]));
 	unsigned long long sum1, sum2;

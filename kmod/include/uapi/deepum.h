@@ -44,6 +44,10 @@
  *        every iteration before it, and capacity_blocks is under two thirds
  *        of the blocks the core has seen, the core forgets its block tables
  *        and start blocks (not its exec-ID table).
+ *   1.7  DEEPUM_CFG_F_VICTIM_RUNS: with victims by next use, an address
+ *        neighbour of the latest victims is taken instead of the best victim
+ *        when its next use is at least half as far, so that write-backs come
+ *        in contiguous runs (the driver charges per range).
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -52,7 +56,7 @@
 #include <linux/ioctl.h>
 
 #define DEEPUM_API_MAJOR 1
-#define DEEPUM_API_MINOR 6
+#define DEEPUM_API_MINOR 7
 /* What DEEPUM_IOC_API's "api" field carries: major << 16 | minor. */
 #define DEEPUM_API_VERSION ((DEEPUM_API_MAJOR << 16) | DEEPUM_API_MINOR)
 
@@ -173,7 +177,8 @@ struct deepum_config {
 #define DEEPUM_CFG_F_NO_POSITIONAL	(1U << 4)	/* predict kernels by the exec-ID table only, not by position */
 #define DEEPUM_CFG_F_LRM_VICTIMS	(1U << 5)	/* victims least recently migrated (outside the window) */
 #define DEEPUM_CFG_F_FORGET_UNSETTLED	(1U << 6)	/* forget the block tables after an iteration with many new exec IDs */
-#define DEEPUM_CFG_F_ALL		((1U << 7) - 1)
+#define DEEPUM_CFG_F_VICTIM_RUNS	(1U << 7)	/* victims by next use in address runs where nearly as good */
+#define DEEPUM_CFG_F_ALL		((1U << 8) - 1)
 /* The victim choice: at most one of these; none means DEEPUM_CFG_F_HISTORY. */
 #define DEEPUM_CFG_F_VICTIMS		(DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_HISTORY | DEEPUM_CFG_F_LRM_VICTIMS)
 
