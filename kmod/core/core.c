@@ -57,7 +57,6 @@ enum {
 	VICTIM_RUN_SLACK = 2,	/* a run's neighbour may be needed 1/N sooner than the best victim */
 	CMD_TAKEN_BACK = 0,	/* an output slot whose eviction was taken back (no DEEPUM_CMD_*) */
 	ITER_SEQ_MAX = 1 << 16,	/* launches of an iteration whose exec IDs the core remembers */
-	UNSETTLED_SHARE = 8,	/* an iteration with over 1 in this many launches new is unsettled */
 	FORGET_ITERATIONS = 4,	/* the marks of the program's first iterations, the only ones that forget */
 	TIGHT_NUM = 2,		/* memory is tight below TIGHT_NUM / TIGHT_DEN of the blocks used */
 	TIGHT_DEN = 3,
@@ -1410,7 +1409,7 @@ static void on_iteration(struct deepum_core *core, const struct deepum_record *r
 		 * (a program whose IDs never settle) forgetting would only lose
 		 * what is still right.
 		 */
-		if ((u64)core->iter_new_execs * UNSETTLED_SHARE <= core->iter_pos)
+		if ((u64)core->iter_new_execs * DEEPUM_UNSETTLED_SHARE <= core->iter_pos)
 			core->iter_settled = true;
 		else if (core->cfg.flags & DEEPUM_CFG_F_FORGET_UNSETTLED && !core->iter_settled &&
 			 core->iter_number < FORGET_ITERATIONS && memory_tight(core))

@@ -55,10 +55,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# An iteration in which over 1 launch in this many has an exec ID no earlier one had has not
-# settled (the prefetch core's rule, UNSETTLED_SHARE in kmod/core/core.c): under the tracer,
-# ResNet-50's tensors still move after one warm-up iteration and settle after about eight.
-UNSETTLED_SHARE = 8
 ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
@@ -223,9 +219,12 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
 
 
 def unsettled_note(per_iteration: list[dict]) -> str | None:
-    """What to say of a trace whose last iteration had not settled, if it had not."""
+    """What to say of a trace whose last iteration had not settled (the
+    prefetch core's rule, DEEPUM_UNSETTLED_SHARE), if it had not."""
+    from pydeepum._lowlevel import constant
+
     last = per_iteration[-1] if per_iteration else None
-    if not last or last["new_exec_ids"] * UNSETTLED_SHARE <= last["launches"]:
+    if not last or last["new_exec_ids"] * constant("DEEPUM_UNSETTLED_SHARE") <= last["launches"]:
         return None
     return (f"not settled: {last['new_exec_ids']:,} of the last iteration's {last['launches']:,} launches had "
             f"exec IDs no earlier iteration had; more --warmup captures the loop as it runs later")

@@ -48,6 +48,7 @@
  *        neighbour of the latest victims is taken instead of the best victim
  *        when its next use is at least half as far, so that write-backs come
  *        in contiguous runs (the driver charges per range).
+ *        DEEPUM_UNSETTLED_SHARE names 1.6's "1 launch in 8".
  */
 #ifndef _UAPI_DEEPUM_H
 #define _UAPI_DEEPUM_H
@@ -179,6 +180,10 @@ struct deepum_config {
 #define DEEPUM_CFG_F_FORGET_UNSETTLED	(1U << 6)	/* forget the block tables after an iteration with many new exec IDs */
 #define DEEPUM_CFG_F_VICTIM_RUNS	(1U << 7)	/* victims by next use in address runs where nearly as good */
 #define DEEPUM_CFG_F_ALL		((1U << 8) - 1)
+/* An iteration in which over 1 launch in this many had an exec ID the core had
+ * never seen has not settled (its program's memory still moves): what
+ * DEEPUM_CFG_F_FORGET_UNSETTLED acts on. */
+#define DEEPUM_UNSETTLED_SHARE		8
 /* The victim choice: at most one of these; none means DEEPUM_CFG_F_HISTORY. */
 #define DEEPUM_CFG_F_VICTIMS		(DEEPUM_CFG_F_HORIZON | DEEPUM_CFG_F_HISTORY | DEEPUM_CFG_F_LRM_VICTIMS)
 
