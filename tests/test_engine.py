@@ -316,12 +316,15 @@ def test_victims_are_never_in_the_predicted_window(tmp_path):
 def test_another_victim_choice_changes_the_victims_and_keeps_the_budget(tmp_path, setting, value):
     """A horizon (DEEPUM_HORIZON_KERNELS) or the oldest victims
     (DEEPUM_HISTORY_SCAN=0) reach the core: other victims than the last
-    iteration's uses, and the budget and the loop's learning hold."""
+    iteration's uses, and the budget and the loop's learning hold.  Without
+    victims in address runs: on this loop they make both choices' victims the
+    same contiguous runs."""
     def victims(log: list[str]) -> list[str]:
         return [line.split()[1] for line in log if line.startswith("evict")]
 
-    _, plain = layers(tmp_path, env=HALF_BUDGET_WINDOW)
-    r, log = layers(tmp_path, env={**HALF_BUDGET_WINDOW, setting: value})
+    env = {**HALF_BUDGET_WINDOW, "DEEPUM_VICTIM_RUNS": "0"}
+    _, plain = layers(tmp_path, env=env)
+    r, log = layers(tmp_path, env={**env, setting: value})
     assert victims(log) != victims(plain)
     assert peak_resident_blocks(r) <= BUDGET_BLOCKS and counters(r)["budget_violation_rounds"] == 0
     assert [it["faults_fed"] for it in iterations(r)][-3:] == [0, 0, 0]
@@ -534,8 +537,16 @@ def test_the_engine_settings_reach_its_core(tmp_path):
     assert (config["lookahead_blocks"], config["evict_scan"], config["corr_sets"]) == (7, 100, 32768)
     (tmp_path / "defaults").mkdir()
     config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]
+    # victims in address runs by default wherever victims weigh next uses
     assert (config["flags"], config["evict_scan"], config["corr_sets"]) == (
-        lib.DEEPUM_CFG_F_HISTORY, lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT, lib.DEEPUM_CFG_CORR_SETS_DEFAULT)
+        lib.DEEPUM_CFG_F_HISTORY | lib.DEEPUM_CFG_F_VICTIM_RUNS, lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT,
+        lib.DEEPUM_CFG_CORR_SETS_DEFAULT)
+    (tmp_path / "plain").mkdir()
+    config = layers(tmp_path / "plain", env={"DEEPUM_VICTIM_RUNS": "0"})[0].stats["engine"]["config"]
+    assert config["flags"] == lib.DEEPUM_CFG_F_HISTORY
+    (tmp_path / "horizon").mkdir()
+    config = layers(tmp_path / "horizon", env={"DEEPUM_HORIZON_KERNELS": "64"})[0].stats["engine"]["config"]
+    assert config["flags"] == lib.DEEPUM_CFG_F_HORIZON | lib.DEEPUM_CFG_F_VICTIM_RUNS
     (tmp_path / "oldest").mkdir()
     config = layers(tmp_path / "oldest", env={"DEEPUM_HISTORY_SCAN": "0"})[0].stats["engine"]["config"]
     assert config["flags"] == lib.DEEPUM_CFG_F_LRM_VICTIMS

@@ -97,8 +97,8 @@ struct deepum_counters {
 
 #define COUNT(name, n) atomic_fetch_add_explicit(&deepum.counters.name, (n), memory_order_relaxed)
 
-/* deepum.history_scan when DEEPUM_HISTORY_SCAN is not set (no setting reaches it). */
-#define HISTORY_SCAN_UNSET UINT32_MAX
+/* deepum.history_scan and .victim_runs when their variables are not set (no setting reaches it). */
+#define SETTING_UNSET UINT32_MAX
 
 struct deepum_state {
 	/* Set by deepum_init(), read-only afterwards. */
@@ -115,12 +115,13 @@ struct deepum_state {
 	u32 corr_sets;			/* DEEPUM_CORR_SETS: the core's correlation table; 0: its default */
 	u32 horizon_kernels;		/* DEEPUM_HORIZON_KERNELS: 0, or victims by predicted next use */
 	u32 history_scan;		/* DEEPUM_HISTORY_SCAN: victims by the last iteration's uses among N
-					 * blocks; 0: the oldest; HISTORY_SCAN_UNSET: the core's default */
+					 * blocks; 0: the oldest; SETTING_UNSET: the core's default */
 	u32 observe_us;			/* DEEPUM_OBSERVE_US: 0, or how often a thread times positions */
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
 	u32 forget_unsettled;		/* DEEPUM_FORGET_UNSETTLED: the core forgets what iterations with many new IDs taught */
-	u32 victim_runs;		/* DEEPUM_VICTIM_RUNS: victims in address runs where nearly as good */
+	u32 victim_runs;		/* DEEPUM_VICTIM_RUNS: victims in address runs where nearly as good;
+					 * SETTING_UNSET: wherever victims weigh next uses */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
 	u32 writer;			/* DEEPUM_WRITER: evictions from another, on a stream of their own */
 	enum fault_source_choice faults;	/* DEEPUM_FAULTS */

@@ -1206,6 +1206,11 @@ static void forget_in_child(void)
 
 static bool core_create(char *why, size_t size)
 {
+	/* Victims in address runs by default wherever victims weigh next uses:
+	 * on the H200, medians over one to three calls a cell, GPT-2 -21% and
+	 * ResNet-50 -12% at 50%, BERT +1%; at 75% BERT -14%, ResNet-50 -25%,
+	 * GPT-2 +13% (docs/BENCHMARKS.md, twenty-second session). */
+	bool victim_runs = deepum.victim_runs == SETTING_UNSET ? deepum.history_scan != 0 : deepum.victim_runs;
 	struct deepum_config cfg = {
 		.exec_max = deepum.exec_max,
 		.capacity_blocks = deepum.capacity >> BLOCK_SHIFT,
@@ -1219,7 +1224,7 @@ static bool core_create(char *why, size_t size)
 		 * DEEPUM_HISTORY_SCAN=N, or the oldest if it is 0 (docs/CORE.md). */
 		.lookahead_kernels = deepum.horizon_kernels,
 		.evict_scan = deepum.horizon_kernels ? deepum.horizon_kernels :
-			      deepum.history_scan == HISTORY_SCAN_UNSET ? 0 : deepum.history_scan,
+			      deepum.history_scan == SETTING_UNSET ? 0 : deepum.history_scan,
 		/* The baseline: residency and LRM eviction when a fault finds
 		 * memory full, nothing predicted. */
 		.flags = deepum.mode == MODE_DEMAND ?
@@ -1228,15 +1233,15 @@ static bool core_create(char *why, size_t size)
 			 (deepum.history_scan ? 0 : DEEPUM_CFG_F_LRM_VICTIMS) |
 			 (deepum.positional ? 0 : DEEPUM_CFG_F_NO_POSITIONAL) |
 			 (deepum.forget_unsettled ? DEEPUM_CFG_F_FORGET_UNSETTLED : 0) |
-			 (deepum.victim_runs ? DEEPUM_CFG_F_VICTIM_RUNS : 0),
+			 (victim_runs ? DEEPUM_CFG_F_VICTIM_RUNS : 0),
 	};
 	int err;
 
-	if (deepum.horizon_kernels && deepum.history_scan != HISTORY_SCAN_UNSET) {
+	if (deepum.horizon_kernels && deepum.history_scan != SETTING_UNSET) {
 		snprintf(why, size, "DEEPUM_HORIZON_KERNELS and DEEPUM_HISTORY_SCAN exclude each other");
 		return false;
 	}
-	if (deepum.victim_runs && deepum.mode != MODE_DEMAND && cfg.flags & DEEPUM_CFG_F_LRM_VICTIMS) {
+	if (victim_runs && deepum.mode != MODE_DEMAND && cfg.flags & DEEPUM_CFG_F_LRM_VICTIMS) {
 		snprintf(why, size, "DEEPUM_VICTIM_RUNS weighs victims by next use: not with DEEPUM_HISTORY_SCAN=0");
 		return false;
 	}

@@ -354,7 +354,8 @@ static bool read_config(void)
 	deepum.write_every = 8;
 	deepum.issuer = 1;
 	deepum.positional = 1;
-	deepum.history_scan = HISTORY_SCAN_UNSET;
+	deepum.history_scan = SETTING_UNSET;
+	deepum.victim_runs = SETTING_UNSET;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
 	       env_number("DEEPUM_WRITE_EVERY", 1, DEEPUM_RING_DEPTH / 2, &deepum.write_every) &&
 	       env_number("DEEPUM_TRACE_ITERATIONS", 0, UINT32_MAX, &deepum.trace_iterations) &&
