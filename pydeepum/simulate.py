@@ -184,6 +184,7 @@ class SimIteration:
     h2d_bytes: int
     d2h_bytes: int
     prefetches: int
+    refetches: int  # prefetches of a block prefetched before in the same iteration (evicted between)
     useful: int
     evictions: int
     fault_evictions: int

@@ -75,6 +75,18 @@ def test_no_iteration_has_more_useful_prefetches_than_it_issued():
     assert all(it.useful <= it.prefetches for it in its), [(it.useful, it.prefetches) for it in its]
 
 
+def test_refetches_count_blocks_prefetched_twice_in_one_iteration():
+    # Kernels of one block each, 5 6 5, with room for one: block 5 leaves
+    # for 6 and comes back, whatever the policy.
+    recs = [rec(ITERATION, aux=0)]
+    for k, b in enumerate([5, 6, 5]):
+        recs += [rec(LAUNCH, exec_id=k, length=MS), rec(FAULT, blk(b), BLOCK, exec_id=k, aux=1)]
+    recs.append(rec(ITERATION, aux=1, flags=ITER_END))
+    tight, roomy = (run(trace_of(*recs), "oracle", capacity)[0] for capacity in (BLOCK, 2 * BLOCK))
+    assert (tight.prefetches, tight.refetches, tight.evictions) == (3, 1, 2)
+    assert (roomy.prefetches, roomy.refetches, roomy.evictions) == (2, 0, 0)
+
+
 def test_uvm_fault_is_rounds_then_copy():
     it = run(one_kernel([5]), "uvm")[0]
     # 32 pages of 64 KiB; the tree prefetcher stops faults after 51%: 17 rounds.

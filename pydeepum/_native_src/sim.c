@@ -16,6 +16,7 @@ struct sim_block {
 	__u64 last_use_end_ns;	/* MIN: when the kernel that used it last ends */
 	__u64 leaves_ns;	/* evicted: when its write-back starts; on the GPU until then */
 	__u32 pending;		/* prefetched and not touched yet: 1 + the iteration that prefetched it */
+	__u32 prefetched_in;	/* 1 + the iteration that prefetched it last */
 	bool unheard;		/* DEEPUM_USER: faulted in while the engine was in the driver */
 };
 
@@ -92,7 +93,10 @@ static struct dum_sim_iteration *cur(struct dum_sim *s)
 /* A prefetch is useful to the iteration that issued it, whenever it is used. */
 static void prefetched(struct dum_sim *s, struct sim_block *b)
 {
+	if (b->prefetched_in == s->iv_len)
+		cur(s)->refetches++;
 	b->pending = s->iv_len;
+	b->prefetched_in = s->iv_len;
 }
 
 static void touched(struct dum_sim *s, struct sim_block *b)

@@ -103,6 +103,7 @@ struct dum_sim_iteration {
 	__u64 h2d_bytes;	/* faults and prefetches */
 	__u64 d2h_bytes;	/* evictions */
 	__u64 prefetches;
+	__u64 refetches;	/* prefetches of a block prefetched before in the iteration (it left between) */
 	__u64 useful;		/* prefetched blocks touched before they left */
 	__u64 evictions;
 	__u64 fault_evictions;	/* evictions on the fault path */
