@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_n
 demo: $(VENV)/.installed
 	for t in $(DEMO_TRACES); do $(DEEPUMCTL) replay $$t || exit 1; echo; done
 	$(DEEPUMCTL) simulate tests/data/libdeepum/h200-gpt2-124m-bs8x512-perlaunch-5it.dut.gz --keep-resident \
-		--compute tests/data/h200/gpt2-resident-kernels.csv.gz --capacity 0,7G,4.75G --policy uvm,deepum,oracle
+		--compute tests/data/h200/gpt2-resident-kernels.csv.gz --capacity 0,7G,4.75G --policy uvm,uvm-user,deepum,deepum-issuer,oracle
 
 test: test-unit test-sanitize test-kernel test-nvidia test-dkms
 
