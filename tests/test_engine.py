@@ -277,6 +277,26 @@ def test_the_engine_log_report_follows_what_the_tables_still_learn():
     assert got["faults"] == 2  # the measured iterations' other counts are unchanged
 
 
+def test_the_engine_log_report_finds_pairs_the_warm_up_taught_wrong():
+    """Iteration 0 teaches block 1 at launch 0 and block 2 at launch 40; the
+    measured iteration uses block 1 at launch 2 (a fault) and block 2 where
+    its kernel runs next after the prefetch: launch 70 (30 away: taught
+    wrong) or launch 50 (10 away: still right)."""
+    report = load_script("engine_log_report")
+
+    def launches(n, exec_id=9):
+        return [f"launch slot=0 exec={exec_id} at=1 t=1"] * n
+
+    def log(kernel_at: int) -> list[str]:
+        return (["iteration 0 t=0", "fault exec=1 0x200000 at=0 t=1"] + launches(40) +
+                ["fault exec=2 0x400000 at=2 t=2", "iteration 1 t=3"] + launches(2) +
+                ["fault exec=1 0x200000 at=3 t=4"] + launches(3) + ["prefetch exec=2 0x400000 blocks=1 t=5"] +
+                launches(kernel_at - 5) + launches(1, exec_id=2))
+
+    assert report.analyse(log(70), 1)["pairs_taught"] == [{"iteration": 0, "pairs": 2, "unconfirmed": 1}]
+    assert report.analyse(log(50), 1)["pairs_taught"] == [{"iteration": 0, "pairs": 2, "unconfirmed": 0}]
+
+
 def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does():
     """One 1 ms iteration with a prefetch range of two blocks and an eviction of
     one, dead blocks discarded: (0.1 + 0.1) + (0.05 + 0.1) + 2 x 0.01 ms = 0.37 of it."""
