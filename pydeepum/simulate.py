@@ -241,6 +241,7 @@ class SimReport:
                     "faults": statistics.mean(it.faults for it in items),
                     "h2d_gib": statistics.mean(it.h2d_bytes for it in items) / (1 << 30),
                     "accuracy": sum(it.useful for it in items) / max(1, sum(it.prefetches for it in items)),
+                    "refetches": statistics.mean(it.refetches for it in items),
                 })
         return rows
 

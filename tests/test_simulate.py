@@ -85,6 +85,10 @@ def test_refetches_count_blocks_prefetched_twice_in_one_iteration():
     tight, roomy = (run(trace_of(*recs), "oracle", capacity)[0] for capacity in (BLOCK, 2 * BLOCK))
     assert (tight.prefetches, tight.refetches, tight.evictions) == (3, 1, 2)
     assert (roomy.prefetches, roomy.refetches, roomy.evictions) == (2, 0, 0)
+    trace = trace_of(*recs)
+    summary = simulate(trace, [BLOCK], ["oracle"], make_settings(), COST, compute_from_trace(trace),
+                       steady_from=0).summary()
+    assert [row["refetches"] for row in summary] == [1]  # what deepumctl simulate shows and --json gives
 
 
 def test_uvm_fault_is_rounds_then_copy():

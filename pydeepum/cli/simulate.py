@@ -71,14 +71,15 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
                    "iteration is not in it, so times under a capacity are optimistic (deepumctl trace record "
                    "--per-launch lists every access)")
     click.echo(f"\n{'policy':13} {'capacity':>11} {'iter ms':>9} {'ideal ms':>9} {'of ideal':>8}"
-               f" {'faults':>8} {'H2D GiB':>8} {'accuracy':>8}")
+               f" {'faults':>8} {'H2D GiB':>8} {'accuracy':>8} {'refetch':>8}")
     for row in report.summary():
         cap = gib(row["capacity_bytes"]) if row["capacity_bytes"] else "unlimited"
         click.echo(f"{row['policy']:13} {cap:>11} {row['time_ms']:9.1f} {row['ideal_ms']:9.1f}"
                    f" {row['fraction_of_ideal']:8.3f} {row['faults']:8.0f} {row['h2d_gib']:8.2f}"
-                   f" {row['accuracy']:8.3f}")
+                   f" {row['accuracy']:8.3f} {row['refetches']:8.0f}")
     click.echo("\nideal = max(compute, the fewest bytes any policy moves (Belady's MIN) at link bandwidth);"
-               " of ideal = ideal / time.")
+               " of ideal = ideal / time;\nrefetch = blocks prefetched again in an iteration that had"
+               " prefetched them before (evicted between).")
     if plot_path:
         click.echo(f"plot: {plot_path}")
 
