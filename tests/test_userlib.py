@@ -998,6 +998,9 @@ def test_capture_traces_per_launch_names_and_flags_its_trace(tmp_path, monkeypat
     assert "error" not in provenance and provenance["per_launch"], provenance
     trace = Trace.read(tmp_path / "h200-gpt2-124m-bs8x512-perlaunch-5it.dut.gz")
     assert trace.per_launch and blocks_by_launch(trace) == [TRAIN_ACCESSES] * 5
+    # Traced from the first step, the trace says so in its name
+    provenance = capture_traces.capture("gpt2", tmp_path, 5, 0, 60, worker=worker, per_launch=True)
+    assert provenance["trace"] == "h200-gpt2-124m-bs8x512-cold-perlaunch-5it.dut.gz", provenance
 
 
 def test_capture_traces_keeps_the_complete_iterations_of_a_capture_that_timed_out(tmp_path, monkeypatch):

@@ -12,7 +12,9 @@ mark all managed memory goes back to the host, so each iteration records its
 complete first-touch stream.  With --per-launch the tracer also moves what
 each launch brought in back to the host after it, so every launch records all
 the blocks it touches ("perlaunch" instead of "accessset" in the names; many
-times slower).  Written to DIR:
+times slower).  With --warmup 0 the trace starts at the program's first
+step, which allocates what later steps reuse ("cold-accessset",
+"cold-perlaunch").  Written to DIR:
 
   h200-<workload>-accessset-<N>it.dut.gz   the trace (provenance in its metadata)
   h200-<workload>-accessset-<N>it.json     provenance: command, date, GPU, driver,
@@ -118,8 +120,10 @@ def driver_version() -> str:
         return "unknown"
 
 
-def stem(name: str, iterations: int, per_launch: bool) -> str:
-    return f"h200-{STEMS[name]}-{'perlaunch' if per_launch else 'accessset'}-{iterations}it"
+def stem(name: str, iterations: int, per_launch: bool, warmup: int) -> str:
+    # "cold": traced from the program's first step, which allocates what later steps reuse
+    cold = "cold-" if warmup == 0 else ""
+    return f"h200-{STEMS[name]}-{cold}{'perlaunch' if per_launch else 'accessset'}-{iterations}it"
 
 
 def cut_at_last_mark(capture: Path) -> int:
@@ -137,7 +141,8 @@ def cut_at_last_mark(capture: Path) -> int:
     return marks
 
 
-def salvage(name: str, out: Path, workdir: Path, per_launch: bool, provenance: dict, stdout: str) -> Path | None:
+def salvage(name: str, out: Path, workdir: Path, per_launch: bool, warmup: int, provenance: dict,
+            stdout: str) -> Path | None:
     """After a timeout: the complete iterations of the capture libdeepum left
     in @workdir (deepumctl's temporary directory survives its SIGKILL), as a
     trace named for them, or None with provenance["error"] saying why."""
@@ -163,7 +168,7 @@ def salvage(name: str, out: Path, workdir: Path, per_launch: bool, provenance: d
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"iteration"')]
     provenance["run"] = {"iteration_s": [r["s"] for r in rows], "losses": [r["loss"] for r in rows]}
     trace.meta["provenance"] = {"command": provenance["command"], "returncode": None}
-    path = out / f"{stem(name, kept, per_launch)}.dut.gz"
+    path = out / f"{stem(name, kept, per_launch, warmup)}.dut.gz"
     trace.write(path)
     provenance["trace"] = path.name
     return path
@@ -173,7 +178,7 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
             worker: list[str] | None = None, faults: str = "auto", per_launch: bool = False) -> dict:
     """Trace @name into @out; its provenance (with "error" if it failed).
     @worker replaces the training process (tests run the plumbing without a GPU)."""
-    trace_path = out / f"{stem(name, iterations, per_launch)}.dut.gz"
+    trace_path = out / f"{stem(name, iterations, per_launch, warmup)}.dut.gz"
     worker = worker or [sys.executable, str(Path(__file__).resolve()), "--train", name, str(iterations), str(warmup)]
     cupti = find_cupti()
     command = [sys.executable, "-c", "from pydeepum.cli import cli; cli()", "trace", "record",
@@ -202,7 +207,7 @@ def capture(name: str, out: Path, iterations: int, warmup: int, timeout: float,
         stdout, stderr = child.communicate()
         provenance["error"] = f"timed out after {timeout:.0f} s"
         provenance["stderr_tail"] = stderr[-4000:]
-        salvaged = salvage(name, out, workdir, per_launch, provenance, stdout)
+        salvaged = salvage(name, out, workdir, per_launch, warmup, provenance, stdout)
         return provenance if salvaged is None else describe(salvaged, name, provenance)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -267,8 +272,8 @@ def main() -> None:
     # Per-launch traces of large models take minutes per iteration: 3 (one to
     # learn from, two to predict) is what fits a call on the H200.
     least = 3 if args.per_launch else 5
-    if args.iterations < least or args.warmup < 1:
-        ap.error(f"the traces need at least {least} iterations after at least 1 warm-up")
+    if args.iterations < least or args.warmup < 0:
+        ap.error(f"the traces need at least {least} iterations and a warm-up of 0 or more")
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.workloads:
