@@ -138,8 +138,12 @@ def compute_from_trace(trace: Trace) -> np.ndarray:
 
 def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
     """Compute times from a resident profile CSV (scripts/gpu/profile_*):
-    the k-th kernel of every trace iteration gets the median duration of the
-    k-th kernel of the profiled iterations, whose kernel counts must match."""
+    the k-th kernel of a trace iteration with as many kernels as the profiled
+    ones gets the median duration of their k-th kernels.  An iteration with
+    another count (a trace taken from the program's first step, which
+    launches set-up kernels) gets, per launch, the median of the profiled
+    kernels of its grid and block, else of all of them; at least one
+    iteration must match."""
     path = Path(path)
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
@@ -154,18 +158,45 @@ def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
     if len(lengths) != 1:
         raise DeepumInputError(f"{path}: profiled iterations differ in kernel count: {sorted(lengths)}")
     per_position = np.median(np.array(list(by_iter.values())), axis=0).astype(np.uint64)
-    out = []
     launches = trace.records["type"] == LAUNCH
-    for it, start, end in trace.iteration_bounds():
-        n = int(launches[start:end].sum())
-        if n != len(per_position):
-            raise DeepumInputError(
-                f"{path}: {len(per_position)} kernels per profiled iteration, trace iteration {it} has {n}")
-        out.append(per_position)
-    before = int(launches[: trace.iteration_bounds()[0][1]].sum()) if trace.iteration_bounds() else 0
+    bounds = trace.iteration_bounds()
+    counts = [int(launches[start:end].sum()) for _, start, end in bounds]
+    if len(per_position) not in counts:
+        raise DeepumInputError(f"{path}: {len(per_position)} kernels per profiled iteration, the trace's "
+                               f"iterations have {sorted(set(counts))}")
+    if set(counts) != {len(per_position)}:
+        by_shape = _durations_by_shape(rows, path)
+        any_kernel = int(np.median(per_position))
+        kernels = trace.meta.get("kernels") or []
+    out = []
+    for (_, start, end), n in zip(bounds, counts):
+        if n == len(per_position):
+            out.append(per_position)
+            continue
+        exec_ids = trace.records[start:end][launches[start:end]]["exec_id"]
+        shapes = [_shape(kernels[e]) if e < len(kernels) else None for e in exec_ids]
+        out.append(np.array([by_shape.get(shape, any_kernel) for shape in shapes], dtype=np.uint64))
+    before = int(launches[: bounds[0][1]].sum()) if bounds else 0
     if before or not out:
         raise DeepumInputError("the trace has launches outside its iterations")
     return np.concatenate(out)
+
+
+def _shape(kernel) -> tuple | None:
+    """(grid, block) of a trace's kernel entry [name, grid, block, ...]."""
+    return (tuple(kernel[1]), tuple(kernel[2])) if kernel and len(kernel) >= 3 else None
+
+
+def _durations_by_shape(rows: list[dict], path: Path) -> dict[tuple, int]:
+    try:
+        durations: dict[tuple, list[int]] = {}
+        for r in rows:
+            shape = (tuple(int(r[k]) for k in ("gx", "gy", "gz")), tuple(int(r[k]) for k in ("bx", "by", "bz")))
+            durations.setdefault(shape, []).append(int(r["dur_ns"]))
+    except (KeyError, ValueError) as e:
+        raise DeepumInputError(f"{path}: no launch shapes to time a trace iteration the profile does not "
+                               f"match: {e}") from None
+    return {shape: int(np.median(d)) for shape, d in durations.items()}
 
 
 @dataclass(frozen=True)
