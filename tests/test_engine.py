@@ -817,6 +817,21 @@ def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkey
     assert unmarked["faulted_blocks"] == marked["faulted_blocks"] == 0 and unmarked["prefetched_blocks"] > 0
 
 
+def test_a_program_that_marks_no_iteration_learns_back_what_it_forgot(tmp_path, monkeypatch):
+    """Forgetting an unsettled start where libdeepum detects the iterations:
+    its first mark comes after three loops, so the core forgets tables that
+    were right, in a loop shorter than the prefetch window.  The window walks
+    no kernel more than an iteration ahead, and walks the next kernel again
+    once it has start blocks; before, every later iteration faulted ~26 blocks
+    evicted just before their use."""
+    bench_train = bench_train_on_the_fake_gpu(monkeypatch)
+    report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=12, out=tmp_path, deadline=180,
+                               timeout=60, smoke=False, runs=("deepum-unmarked+FORGET_UNSETTLED=1",))
+    forgetting = report["budgets"][0]["runs"]["deepum-unmarked+FORGET_UNSETTLED=1"]
+    assert forgetting["iterations_detected"] >= 4, forgetting
+    assert forgetting["faulted_blocks"] == 0 and forgetting["prefetched_blocks"] > 0, forgetting
+
+
 def test_bench_train_refuses_managed_runs_beyond_the_safety_rule(tmp_path, monkeypatch):
     import json as _json
 

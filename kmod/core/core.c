@@ -77,6 +77,7 @@ struct dum_window_slot {
 	u32 walk_gen;	/* generation of its latest walk */
 	bool complete;	/* its walk ran to the end */
 	bool horizon;	/* walked to mark its blocks' next use, not to prefetch them */
+	bool startless;	/* walked while its kernel had no start blocks */
 };
 
 struct deepum_core {
@@ -1024,6 +1025,7 @@ static bool walk_slot(struct deepum_core *core, struct dum_window_slot *slot, u6
 	bool complete;
 
 	core->marking = slot->horizon;
+	slot->startless = !dum_exec_first_start(&core->corr, slot->exec);
 	slot->walk_gen = walk_begin(core);
 	complete = walk(core, slot->exec, 0, slot->seq, slot->walk_gen, DUM_NIL, added);
 	core->marking = false;
@@ -1082,13 +1084,17 @@ static void window_extend(struct deepum_core *core)
 			return;
 		seq = (last ? last->seq : core->launch_clock) + 1;
 		/*
-		 * A block keeps two marks, its next and its latest predicted use.
-		 * Past one iteration every block is predicted again, so once its
-		 * next use has passed, its latest would be an iteration or more
-		 * away however soon it comes back (GPT-2's horizon over 3.7
-		 * iterations moved 2x the data of one within an iteration).
+		 * Never more than one iteration ahead.  A block keeps two marks,
+		 * its next and its latest predicted use; past one iteration every
+		 * block is predicted again, so once its next use has passed, its
+		 * latest would be an iteration or more away however soon it comes
+		 * back (GPT-2's horizon over 3.7 iterations moved 2x the data of
+		 * one within an iteration).  And a loop shorter than the window
+		 * would fill it with kernels walked on the tables of an iteration
+		 * or more before: after forgetting, with slots that prefetch
+		 * nothing, and their blocks' budget with slots far ahead.
 		 */
-		if (!room && core->iter_len && seq - core->launch_clock > core->iter_len)
+		if (core->iter_len && seq - core->launch_clock > core->iter_len)
 			return;
 		if (!last)
 			context = core->prev_context;
@@ -1113,6 +1119,27 @@ static void window_extend(struct deepum_core *core)
 		if (room)
 			core->win_prefetch++;
 	}
+}
+
+/*
+ * The next kernel's slot was walked while the kernel had no start blocks
+ * (tables just forgotten, or it had not faulted yet), so it prefetched
+ * nothing; if it has them now, walk it again, so that it gets its blocks
+ * ahead of its launch rather than after its faults.  A window of empty slots
+ * would otherwise keep a program whose iterations are shorter than the
+ * window from learning back what it forgot.
+ */
+static void rewalk_next_if_startless(struct deepum_core *core)
+{
+	struct dum_window_slot *next = core->win_count ? window_slot(core, 0) : NULL;
+	u64 added = 0;
+
+	if (!next || !next->startless || next->horizon || !next->complete ||
+	    !dum_exec_first_start(&core->corr, next->exec) || core->win_blocks >= window_block_budget(core))
+		return;
+	next->complete = walk_slot(core, next, &added);
+	next->blocks += added;
+	core->win_blocks += added;
 }
 
 /* ---- records --------------------------------------------------------- */
@@ -1239,6 +1266,7 @@ static void on_launch(struct deepum_core *core, u32 exec_id)
 		/* As predicted: its blocks stay protected for this tick. */
 		core->cur_walk_gen = head->complete && !head->horizon ? head->walk_gen : 0;
 		window_pop(core);
+		rewalk_next_if_startless(core);
 	} else {
 		if (head) {
 			core->stats.window_resets++;
