@@ -557,19 +557,20 @@ def test_the_engine_settings_reach_its_core(tmp_path):
     assert (config["lookahead_blocks"], config["evict_scan"], config["corr_sets"]) == (7, 100, 32768)
     (tmp_path / "defaults").mkdir()
     config = layers(tmp_path / "defaults")[0].stats["engine"]["config"]
-    # victims in address runs by default wherever victims weigh next uses
+    # victims in address runs by default wherever victims weigh next uses, and forgetting an unsettled start
+    forget = lib.DEEPUM_CFG_F_FORGET_UNSETTLED
     assert (config["flags"], config["evict_scan"], config["corr_sets"]) == (
-        lib.DEEPUM_CFG_F_HISTORY | lib.DEEPUM_CFG_F_VICTIM_RUNS, lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT,
+        lib.DEEPUM_CFG_F_HISTORY | lib.DEEPUM_CFG_F_VICTIM_RUNS | forget, lib.DEEPUM_CFG_EVICT_SCAN_HISTORY_DEFAULT,
         lib.DEEPUM_CFG_CORR_SETS_DEFAULT)
     (tmp_path / "plain").mkdir()
-    config = layers(tmp_path / "plain", env={"DEEPUM_VICTIM_RUNS": "0"})[0].stats["engine"]["config"]
-    assert config["flags"] == lib.DEEPUM_CFG_F_HISTORY
+    env = {"DEEPUM_VICTIM_RUNS": "0", "DEEPUM_FORGET_UNSETTLED": "0"}
+    assert layers(tmp_path / "plain", env=env)[0].stats["engine"]["config"]["flags"] == lib.DEEPUM_CFG_F_HISTORY
     (tmp_path / "horizon").mkdir()
     config = layers(tmp_path / "horizon", env={"DEEPUM_HORIZON_KERNELS": "64"})[0].stats["engine"]["config"]
-    assert config["flags"] == lib.DEEPUM_CFG_F_HORIZON | lib.DEEPUM_CFG_F_VICTIM_RUNS
+    assert config["flags"] == lib.DEEPUM_CFG_F_HORIZON | lib.DEEPUM_CFG_F_VICTIM_RUNS | forget
     (tmp_path / "oldest").mkdir()
     config = layers(tmp_path / "oldest", env={"DEEPUM_HISTORY_SCAN": "0"})[0].stats["engine"]["config"]
-    assert config["flags"] == lib.DEEPUM_CFG_F_LRM_VICTIMS
+    assert config["flags"] == lib.DEEPUM_CFG_F_LRM_VICTIMS | forget
 
 
 def test_without_batch_entry_points_it_prefetches_range_by_range(tmp_path):
@@ -806,9 +807,10 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
 
 def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkeypatch):
     """deepum-unmarked: the program makes no mark (bench_train's worker skips them), libdeepum
-    finds its iterations, and the measured ones are the last whole ones detected."""
+    finds its iterations, and the measured ones are the last whole ones detected (after the
+    iterations the engine takes to learn back what it forgot at the first detected mark)."""
     bench_train = bench_train_on_the_fake_gpu(monkeypatch)
-    report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=9, out=tmp_path, deadline=180,
+    report = bench_train.bench("gpt2", [0.5], iterations=3, warmup=12, out=tmp_path, deadline=180,
                                timeout=60, smoke=False, runs=("deepum", "deepum-unmarked"))
     marked, unmarked = (report["budgets"][0]["runs"][name] for name in ("deepum", "deepum-unmarked"))
     assert marked["iterations_detected"] == 0 and unmarked["iterations_detected"] >= 4, unmarked

@@ -119,7 +119,8 @@ struct deepum_state {
 	u32 observe_us;			/* DEEPUM_OBSERVE_US: 0, or how often a thread times positions */
 	u32 exec_by_place;		/* DEEPUM_EXEC_BY_PLACE: 1, a new hash takes its place's ID */
 	u32 positional;			/* DEEPUM_POSITIONAL (default 1): the core predicts kernels by position */
-	u32 forget_unsettled;		/* DEEPUM_FORGET_UNSETTLED: the core forgets what iterations with many new IDs taught */
+	u32 forget_unsettled;		/* DEEPUM_FORGET_UNSETTLED (default 1): the core forgets what iterations
+					 * with many new IDs taught */
 	u32 victim_runs;		/* DEEPUM_VICTIM_RUNS: victims in address runs where nearly as good;
 					 * SETTING_UNSET: wherever victims weigh next uses */
 	u32 issuer;			/* DEEPUM_ISSUER (default 1): driver calls from a thread of their own */
