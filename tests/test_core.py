@@ -144,6 +144,30 @@ def test_an_iteration_of_new_exec_ids_is_forgotten_at_its_mark():
         assert core.exec_successors(0) == [1]
 
 
+def test_a_loop_shorter_than_the_window_learns_back_what_it_forgot():
+    # Eight kernels a loop, each faulting its own block, under a capacity of
+    # four (tight: forgetting acts at the first mark after the all-new first
+    # loop).  The window (512 kernels) must not fill with kernels walked while
+    # their start blocks were forgotten: from the second loop after the
+    # forgetting mark each kernel's block is prefetched ahead of its launch,
+    # whether the marks come every loop or first after three (libdeepum's
+    # detection).  Before, no kernel was prefetched ahead for 40 loops.
+    kernels = 8
+    for first_mark_after in (1, 3):
+        core = Core(make_config(capacity_bytes=4 * BLOCK, flags=FORGET))
+        ahead, mark = [], 0
+        for loop in range(12):
+            if loop == 0 or loop >= first_mark_after:
+                feed(core, rec(ITERATION, aux=mark))
+                mark += 1
+            cmds = []
+            for e in range(kernels):
+                cmds += [c for c in feed(core, launch(e)) if c[0] == "P" and c[2] != e]
+                feed(core, fault(10 + e, e))
+            ahead.append(len(cmds))
+        assert ahead[first_mark_after + 1:] == [kernels] * (11 - first_mark_after), (first_mark_after, ahead)
+
+
 def test_an_iteration_is_unsettled_when_over_one_launch_in_eight_is_new():
     for new, forgotten in ((1, False), (2, True)):
         core = Core(_forgetting())
