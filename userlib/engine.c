@@ -1206,11 +1206,10 @@ static void forget_in_child(void)
 
 static bool core_create(char *why, size_t size)
 {
-	/* Victims in address runs by default wherever victims weigh next uses:
-	 * on the H200, medians over one to three calls a cell, GPT-2 -21% and
-	 * ResNet-50 -12% at 50%, BERT +1%; at 75% BERT -14%, ResNet-50 -25%,
-	 * GPT-2 +13% (docs/BENCHMARKS.md, twenty-second session). */
-	bool victim_runs = deepum.victim_runs == SETTING_UNSET ? deepum.history_scan != 0 : deepum.victim_runs;
+	/* By default wherever victims weigh next uses: not the oldest's */
+	bool victim_runs = deepum.victim_runs == SETTING_UNSET ?
+				   deepum.history_scan != 0 && DEEPUM_ENGINE_FLAGS_DEFAULT & DEEPUM_CFG_F_VICTIM_RUNS :
+				   deepum.victim_runs;
 	struct deepum_config cfg = {
 		.exec_max = deepum.exec_max,
 		.capacity_blocks = deepum.capacity >> BLOCK_SHIFT,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "deepum_user.h"
+#include "engine_defaults.h"
 
 struct deepum_state deepum = { .device_fd = -1 };
 void *deepum_real[ENTRY_COUNT];
@@ -354,11 +355,7 @@ static bool read_config(void)
 	deepum.write_every = 8;
 	deepum.issuer = 1;
 	deepum.positional = 1;
-	/* On since the twenty-third session: at a 50% budget on the H200 (medians
-	 * of 2-3 tries a call) ResNet-50 -16%, -18%, -10% and -32% in four calls,
-	 * BERT -10%, +7%, +18%, -10% and -6%, GPT-2 -1%, -7% and +9%; the core
-	 * forgets only where memory is tight (docs/BENCHMARKS.md). */
-	deepum.forget_unsettled = 1;
+	deepum.forget_unsettled = !!(DEEPUM_ENGINE_FLAGS_DEFAULT & DEEPUM_CFG_F_FORGET_UNSETTLED);
 	deepum.history_scan = SETTING_UNSET;
 	deepum.victim_runs = SETTING_UNSET;
 	return env_number("DEEPUM_EXEC_MAX", DEEPUM_CFG_EXEC_MAX_MIN, DEEPUM_CFG_EXEC_MAX_MAX, &deepum.exec_max) &&
