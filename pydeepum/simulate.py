@@ -160,6 +160,8 @@ def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
     per_position = np.median(np.array(list(by_iter.values())), axis=0).astype(np.uint64)
     launches = trace.records["type"] == LAUNCH
     bounds = trace.iteration_bounds()
+    if not bounds or launches[: bounds[0][1]].any():
+        raise DeepumInputError("the trace has launches outside its iterations")
     counts = [int(launches[start:end].sum()) for _, start, end in bounds]
     if len(per_position) not in counts:
         raise DeepumInputError(f"{path}: {len(per_position)} kernels per profiled iteration, the trace's "
@@ -176,9 +178,6 @@ def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
         exec_ids = trace.records[start:end][launches[start:end]]["exec_id"]
         shapes = [_shape(kernels[e]) if e < len(kernels) else None for e in exec_ids]
         out.append(np.array([by_shape.get(shape, any_kernel) for shape in shapes], dtype=np.uint64))
-    before = int(launches[: bounds[0][1]].sum()) if bounds else 0
-    if before or not out:
-        raise DeepumInputError("the trace has launches outside its iterations")
     return np.concatenate(out)
 
 

@@ -259,6 +259,10 @@ def test_an_iteration_the_profile_does_not_match_is_timed_by_launch_shape(tmp_pa
     unmatched = Trace(records=np.array(recs[:4] + recs[-1:]), meta={"kernels": shapes})
     with pytest.raises(DeepumInputError, match="kernels per profiled iteration"):
         compute_from_profile(unmatched, profile)
+    # a launch before the first iteration mark has no iteration to be timed in
+    early = Trace(records=np.array([rec(LAUNCH, exec_id=0)] + recs), meta={"kernels": shapes})
+    with pytest.raises(DeepumInputError, match="outside its iterations"):
+        compute_from_profile(early, profile)
 
 
 def test_bad_requests(gpt2):
