@@ -249,6 +249,21 @@ def test_the_engine_log_report_counts_round_trips_of_evicted_blocks():
     assert report.analyse(lines[:3], 0)["prefetched_again_launches_after_eviction"] is None
 
 
+def test_the_engine_log_report_shows_each_iteration_settling():
+    """Per iteration, warm-up included: faults on blocks the engine had
+    evicted (not on a pending prefetch), and blocks prefetched twice."""
+    report = load_script("engine_log_report")
+    lines = ["iteration 0 t=0", "evict 0x200000 blocks=1 t=1", "fault exec=1 0x200000 at=2 t=2",  # regretted
+             "prefetch exec=1 0x400000 blocks=1 t=3", "evict 0x400000 blocks=1 t=4",
+             "prefetch exec=2 0x400000 blocks=1 t=5",                                        # refetched
+             "fault exec=2 0x400000 at=6 t=6",                                               # late, not regretted
+             "iteration 1 t=7", "prefetch exec=2 0x400000 blocks=1 t=8", "fault exec=3 0x600000 at=9 t=9"]
+    got = report.analyse(lines, 1)
+    assert got["settling"] == [{"iteration": 0, "regretted": 1, "refetched": 1},
+                               {"iteration": 1, "regretted": 0, "refetched": 0}]
+    assert got["regretted"] == 0 and got["blocks_prefetched_again_in_iteration"] == 0  # measured: iteration 1
+
+
 def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_run():
     """The sixteenth session's ResNet-50 engine log (50%, settled; its core
     kept a block's first and last use): this core, fed the same records,
