@@ -264,6 +264,34 @@ def test_the_engine_log_report_shows_each_iteration_settling():
     assert got["regretted"] == 0 and got["blocks_prefetched_again_in_iteration"] == 0  # measured: iteration 1
 
 
+def test_the_engine_log_report_judges_prefetches_by_a_per_launch_trace():
+    """Log blocks 1-3 are the trace's 11-13 (by rank).  Kernel 7's prefetch of
+    blocks 1-2: the trace's last iteration touches 11 near it, 12 nowhere
+    (only an earlier iteration did); block 3 was for kernel 8, which did not
+    launch again.  An iteration of another length is not compared."""
+    import numpy as np
+
+    from pydeepum.trace import FAULT, ITER_END, ITERATION, LAUNCH, TRACE_PER_LAUNCH, Trace
+    from testlib import blk, rec
+
+    report = load_script("engine_log_report")
+    # 60 launches an iteration: kernel 7 second, kernel 6 last, 58 apart (more than 24)
+    launches = [f"launch slot=0 exec={e} at=1 t=1" for e in (5, 7, *[9] * 57, 6)]
+    lines = ["iteration 0 t=0", "prefetch exec=7 0x200000 blocks=2 t=1", "prefetch exec=8 0x600000 blocks=1 t=1",
+             *launches, "iteration 1 t=2", "prefetch exec=7 0x200000 blocks=1 t=3", *launches[:2], "iteration 2 t=4"]
+    last = [rec(LAUNCH, exec_id=0), rec(LAUNCH, exec_id=1), rec(FAULT, blk(11), BLOCK, 1),
+            *[rec(LAUNCH, exec_id=3)] * 57, rec(LAUNCH, exec_id=2), rec(FAULT, blk(13), BLOCK, 2)]
+    recs = [rec(ITERATION, aux=0), rec(LAUNCH, exec_id=0), rec(FAULT, blk(12), BLOCK, 0),
+            rec(ITERATION, aux=1), *last, rec(ITERATION, aux=2, flags=ITER_END)]
+    trace = Trace(records=np.array(recs), flags=TRACE_PER_LAUNCH)
+    got = report.analyse(lines, 0, trace=trace)["against_trace"]
+    assert got == {"near": 1, "not_near": 1, "kernel_not_again": 1, "not_compared": 1}, got
+    with pytest.raises(ValueError, match="not laid out as the same program"):
+        report.analyse(lines + ["prefetch exec=7 0x800000 blocks=1 t=5"], 0, trace=trace)
+    with pytest.raises(ValueError, match="per-launch"):
+        report.analyse(lines, 0, trace=Trace(records=np.array(recs)))
+
+
 def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_run():
     """The sixteenth session's ResNet-50 engine log (50%, settled; its core
     kept a block's first and last use): this core, fed the same records,
