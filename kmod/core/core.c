@@ -1032,6 +1032,18 @@ static bool walk_slot(struct deepum_core *core, struct dum_window_slot *slot, u6
 	return complete;
 }
 
+/* Walk @slot, already in the window, again to prefetch: its new blocks count. */
+static bool prefetch_slot(struct deepum_core *core, struct dum_window_slot *slot)
+{
+	u64 added = 0;
+
+	slot->horizon = false;
+	slot->complete = walk_slot(core, slot, &added);
+	slot->blocks += added;
+	core->win_blocks += added;
+	return slot->complete;
+}
+
 /*
  * Walk further ahead until lookahead_kernels are predicted or the walk budget
  * is spent.  Kernels prefetch while the window holds fewer blocks than its
@@ -1062,11 +1074,7 @@ static void window_extend(struct deepum_core *core)
 			if (!slot->horizon && !room)
 				return;
 			if (room) {
-				slot->horizon = false;
-				slot->complete = walk_slot(core, slot, &added);
-				slot->blocks += added;
-				core->win_blocks += added;
-				if (!slot->complete)
+				if (!prefetch_slot(core, slot))
 					return;
 				core->win_prefetch++;
 				continue;
@@ -1132,14 +1140,10 @@ static void window_extend(struct deepum_core *core)
 static void rewalk_next_if_startless(struct deepum_core *core)
 {
 	struct dum_window_slot *next = core->win_count ? window_slot(core, 0) : NULL;
-	u64 added = 0;
 
-	if (!next || !next->startless || next->horizon || !next->complete ||
-	    !dum_exec_first_start(&core->corr, next->exec) || core->win_blocks >= window_block_budget(core))
-		return;
-	next->complete = walk_slot(core, next, &added);
-	next->blocks += added;
-	core->win_blocks += added;
+	if (next && next->startless && !next->horizon && next->complete &&
+	    dum_exec_first_start(&core->corr, next->exec) && core->win_blocks < window_block_budget(core))
+		prefetch_slot(core, next);
 }
 
 /* ---- records --------------------------------------------------------- */
