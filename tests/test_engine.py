@@ -428,10 +428,10 @@ def test_demand_mode_evicts_on_faults_only_and_prefetches_nothing(tmp_path):
     assert min(faults) >= FOOTPRINT_BLOCKS - 2 - BUDGET_BLOCKS  # every iteration pages again
 
 
-def launch_pointers(call) -> list[int]:
+def launch_pointers(call, managed: list[tuple[int, int]]) -> list[int]:
     """The managed-memory pointers among a launch's argument words (the fake logs them as hex bytes)."""
     words = (int.from_bytes(bytes.fromhex(w), "little") for w in call.args["args"].split("-") if len(w) == 16)
-    return [w for w in words if w >> 40 == 0x7F]
+    return [w for w in words if any(base <= w < base + size for base, size in managed)]
 
 
 def misattributed_faults(r: Run, log: list[str]) -> tuple[int, int]:
@@ -439,7 +439,8 @@ def misattributed_faults(r: Run, log: list[str]) -> tuple[int, int]:
     all faults, from the second iteration on: at the first mark the engine's
     sweep (engine.c, sweep_unseen) keeps it in the driver while the first
     launches go by, before any position was written for the observer to see."""
-    touched = [launch_pointers(c) for c in r.launches()]  # cuda_app's allocations are 4 MiB
+    managed = [(int(c.result(), 16), int(c.args["size"])) for c in r.named("cuMemAllocManaged")]
+    touched = [launch_pointers(c, managed) for c in r.launches()]  # cuda_app's allocations are 4 MiB
     launch, latest, wrong, total, iteration = -1, {}, 0, 0, -1
     for words in (line.split() for line in log):
         if words[0] == "iteration":

@@ -581,7 +581,10 @@ static struct {
 	unsigned char *populated;	/* ... ever given memory (on the GPU, then maybe the host) */
 } allocs[ALLOCS_MAX];
 static int allocs_used;		/* slots at or above are all free */
-static CUdeviceptr next_device_address = 0x7f0000000000ULL;
+/* Below where Linux places mmap()s (top down from near 0x7fff_ffff_ffff, up
+ * to 16 TiB lower with ASLR): host memory tracked at its own address
+ * (cuMemHostAlloc) can never lie inside a device allocation. */
+static CUdeviceptr next_device_address = 0x200000000000ULL;
 static long resident_blocks, peak_resident_blocks;	/* managed, on the GPU */
 
 /* Block @k of managed allocation @i moves on or off the GPU (under lock). */
@@ -598,8 +601,22 @@ static void set_resident(int i, size_t k, int on)
 	}
 }
 
+static int find(CUdeviceptr addr)
+{
+	for (int i = 0; i < allocs_used; i++)
+		if (allocs[i].base && addr >= allocs[i].base && addr < allocs[i].base + allocs[i].size)
+			return i;
+	return -1;
+}
+
 static CUresult track(CUdeviceptr base, size_t size, int host, int managed)
 {
+	/* Two allocations in one range would make every lookup ambiguous. */
+	for (int i = 0; i < allocs_used; i++)
+		if (allocs[i].base && base < allocs[i].base + allocs[i].size && allocs[i].base < base + size) {
+			log_line("fakegpu overlap base=0x%llx size=%zu with 0x%llx", base, size, allocs[i].base);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
 	for (int i = 0; i < ALLOCS_MAX; i++) {
 		if (!allocs[i].base) {
 			allocs[i].resident = managed ? calloc((size + BLOCK - 1) / BLOCK, 1) : NULL;
@@ -628,14 +645,6 @@ static void untrack(int i)
 	free(allocs[i].populated);
 	allocs[i].resident = allocs[i].populated = NULL;
 	allocs[i].base = 0;
-}
-
-static int find(CUdeviceptr addr)
-{
-	for (int i = 0; i < allocs_used; i++)
-		if (allocs[i].base && addr >= allocs[i].base && addr < allocs[i].base + allocs[i].size)
-			return i;
-	return -1;
 }
 
 /* Fake device memory: 2 MiB aligned, never dereferenced. */
