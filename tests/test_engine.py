@@ -802,6 +802,7 @@ def bench_train_on_the_fake_gpu(monkeypatch):
     return bench_train
 
 
+@pytest.mark.plain_build  # bench_train starts its runs with the auditor
 def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, monkeypatch):
     """bench() end to end on the fake GPU."""
     bench_train = bench_train_on_the_fake_gpu(monkeypatch)
@@ -851,6 +852,7 @@ def test_bench_train_runs_every_configuration_and_reads_the_engine(tmp_path, mon
     assert "MemFree" in host["meminfo"] and any(orders for orders in host["free_blocks_by_order"].values())
 
 
+@pytest.mark.plain_build  # bench_train starts its runs with the auditor
 def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkeypatch):
     """deepum-unmarked: the program makes no mark (bench_train's worker skips them), libdeepum
     finds its iterations, and the measured ones are the last whole ones detected (after the
@@ -865,6 +867,7 @@ def test_bench_train_measures_a_program_that_marks_no_iteration(tmp_path, monkey
     assert unmarked["faulted_blocks"] == marked["faulted_blocks"] == 0 and unmarked["prefetched_blocks"] > 0
 
 
+@pytest.mark.plain_build  # bench_train starts its runs with the auditor
 def test_a_program_that_marks_no_iteration_learns_back_what_it_forgot(tmp_path, monkeypatch):
     """Forgetting an unsettled start where libdeepum detects the iterations:
     its first mark comes after three loops, so the core forgets tables that
@@ -959,6 +962,7 @@ def test_bench_train_run_names_carry_settings_and_bad_ones_are_refused():
             run_settings(bad)
 
 
+@pytest.mark.plain_build  # bench_train starts its runs with the auditor
 def test_bench_train_repeats_every_configuration_and_reports_the_median_try(tmp_path, monkeypatch):
     """--repeat: every name runs N times, the tries alternating, and its row is the
     median try's with every try's time beside it; a failed try is reported, not hidden."""

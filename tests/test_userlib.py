@@ -27,7 +27,7 @@ from pydeepum.importers import import_file
 from pydeepum.trace import (ALLOC, FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace,
                             name_hash)
 from userlib_harness import (FAKE, FAKE_CUPTI, HOOKS, LAUNCHES, LIB, LIB_FAULTS, MIB, NONE, PAGE_POSITIONS_OFFSET, ROOT,
-                             Run, _runs, build, parse_log, run_app)
+                             Run, _runs, build, parse_log, preload, run_app)
 
 
 
@@ -58,6 +58,7 @@ def assert_each_launch_follows_its_delivery(r: Run, delivery: str = "cuStreamWri
 # ---- the library itself ------------------------------------------------------------------
 
 
+@pytest.mark.plain_build
 def test_library_exports_only_the_hooks_and_needs_neither_cuda_nor_cxx():
     exported = subprocess.run(["nm", "-D", "--defined-only", str(LIB)], capture_output=True, text=True,
                               check=True).stdout.split()
@@ -151,6 +152,7 @@ NVCC = shutil.which("nvcc") or next((str(p) for p in sorted(Path("/usr/local").g
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc: the real CUDA runtime is not available")
+@pytest.mark.plain_build
 def test_the_real_cuda_runtime_gets_its_driver_entry_points_through_libdeepum(tmp_path):
     """NVIDIA's libcudart_static, against the fake driver: every hooked API
     it asks cuGetProcAddress for comes back as libdeepum's trampoline."""
@@ -661,7 +663,7 @@ def uvm_queue(tmp_path: Path) -> dict[str, str]:
     tools.touch()
     return {"DEEPUM_FAULTS": "uvm-tools", "FAKEUVM_TOOLS": str(tools), "DEEPUM_UVM_TOOLS": str(tools),
             "FAKECUDA_UVM_DEVICE": str(uvm), "DEEPUM_UVM_DEVICE": str(uvm),
-            "LD_PRELOAD": f"{FAKE / 'libfakedev.so'}:{LIB}"}
+            "LD_PRELOAD": preload(FAKE / "libfakedev.so", LIB)}
 
 
 def test_the_tracer_takes_faults_from_the_uvm_queue_as_it_does_from_cupti(tmp_path):
@@ -837,7 +839,7 @@ def test_the_marker_module_reaches_libdeepum_when_it_is_loaded(tmp_path):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "LD_"))}
     environ["PYTHONPATH"] = str(ROOT)
     alone = subprocess.run([sys.executable, "-c", program], env=environ, capture_output=True, text=True)
-    under = subprocess.run([sys.executable, "-c", program], env={**environ, "LD_PRELOAD": str(LIB)},
+    under = subprocess.run([sys.executable, "-c", program], env={**environ, "LD_PRELOAD": preload(LIB)},
                            capture_output=True, text=True)
     assert (alone.stdout, under.stdout) == ("False\n", "True\n"), alone.stderr + under.stderr
 

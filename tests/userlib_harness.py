@@ -12,10 +12,16 @@ from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-LIB = BUILD / "userlib/libdeepum.so"
-LIB_FAULTS = BUILD / "userlib/libdeepum-faultinject.so"
+# DEEPUM_TEST_SANITIZER: the runtime of a sanitizer libdeepum was built with
+# (make test-tsan), preloaded ahead of that build, which DEEPUM_TEST_USERLIB names.
+SANITIZER = os.environ.get("DEEPUM_TEST_SANITIZER", "")
+USERLIB = Path(os.environ.get("DEEPUM_TEST_USERLIB", BUILD / "userlib"))
+LIB = USERLIB / "libdeepum.so"
+LIB_FAULTS = USERLIB / "libdeepum-faultinject.so"
 FAKE = BUILD / "fakecuda"
 FAKE_CUPTI = FAKE / "libcupti.so"
 MIB = 1 << 20
@@ -30,6 +36,11 @@ HOOKS = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchK
 LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
 # struct deepum_launch_page (kmod/include/uapi/deepum.h): 4 u32, 128 stream handles, 128 positions, the rings
 PAGE_POSITIONS_OFFSET = 16 + 128 * 8
+
+
+def preload(*libs: Path) -> str:
+    """LD_PRELOAD for @libs, the sanitizer's runtime ahead of them."""
+    return ":".join(str(lib) for lib in ([SANITIZER, *libs] if SANITIZER else libs))
 
 
 def build() -> None:
@@ -90,6 +101,9 @@ def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB
             fakedev: bool = False, app: str = "cuda_app", env: dict[str, str] | None = None) -> Run:
     """Run the test program against the fake driver, libdeepum preloaded
     (and audited) unless @lib is None; with @fakedev, /dev/deepum is faked."""
+    # A sanitizer's runtime cannot load a second time in the auditor's namespace.
+    if SANITIZER and lib is not None and audit and resolve.startswith("runtime"):
+        pytest.skip("the runtime's way to the driver needs the auditor, which a sanitizer build cannot be")
     n = next(_runs)
     log, stats = tmp_path / f"fake{n}.log", tmp_path / f"stats{n}.json"
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPUM_", "FAKECUDA_", "FAKEDEV_", "LD_"))}
@@ -98,7 +112,7 @@ def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB
     environ.update(LD_LIBRARY_PATH=str(FAKE), FAKECUDA_LOG=str(log), DEEPUM_STATS=str(stats),
                    DEEPUM_DEVICE=str(tmp_path / "no-such-device"), DEEPUM_WRITE_EVERY="1")
     if lib is not None:
-        preload = [str(lib)]
+        libs = [lib]
         if fakedev:
             device = tmp_path / "deepum-device"
             device.touch()
@@ -107,13 +121,14 @@ def run_app(tmp_path: Path, resolve: str, *scenario: str, lib: Path | None = LIB
             uvm = tmp_path / "nvidia-uvm"
             uvm.touch()
             environ.update(FAKECUDA_UVM_DEVICE=str(uvm), DEEPUM_UVM_DEVICE=str(uvm))
-            preload.insert(0, str(FAKE / "libfakedev.so"))
-        environ["LD_PRELOAD"] = ":".join(preload)
-        if audit:
+            libs.insert(0, FAKE / "libfakedev.so")
+        environ["LD_PRELOAD"] = preload(*libs)
+        if audit and not SANITIZER:
             environ["LD_AUDIT"] = str(lib)
     environ.update(env or {})
     done = subprocess.run([str(FAKE / app), resolve, *scenario], env=environ, capture_output=True, text=True,
                           timeout=60)
+    assert not (SANITIZER and "Sanitizer: " in done.stderr), done.stderr  # whatever the test expects of the run
     return Run(done.returncode, done.stdout, done.stderr, parse_log(log),
                json.loads(stats.read_text()) if stats.exists() else None)
 

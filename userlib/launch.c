@@ -433,7 +433,7 @@ static bool place_key(u64 shape, u64 *ret, u32 *iter)
 /* The launch's exec ID (see "Tensors that move" above), counted. */
 static u32 exec_id_of(const struct func_info *fi, u64 key, u64 shape)
 {
-	u64 place;
+	u64 place = 0;	/* (set when placed; -O1 cannot tell) */
 	u32 iter, id, stand_in = DEEPUM_EXEC_NONE;
 	bool placed = place_key(shape, &place, &iter);
 	enum exec_how how, place_how;

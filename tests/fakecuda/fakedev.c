@@ -83,7 +83,8 @@ static int refuse_if_asked(const char *command)
 
 /* ---- the launch page ---------------------------------------------------- */
 
-static struct deepum_launch_page *launch_page;
+static struct deepum_launch_page *launch_page;	/* the fake module's view */
+static int launch_page_fd = -1;
 
 static int fd_is(int fd, const char *name);
 
@@ -113,7 +114,12 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
 		return MAP_FAILED;
 	}
 	if (!launch_page) {
-		launch_page = libc_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		/* The module's page outlives the program's mapping of it (which
+		 * it may unmap): the fake keeps a view of its own. */
+		launch_page_fd = memfd_create("deepum-launch-page", MFD_CLOEXEC);
+		if (launch_page_fd < 0 || ftruncate(launch_page_fd, (off_t)length) < 0)
+			return MAP_FAILED;
+		launch_page = libc_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, launch_page_fd, 0);
 		if (launch_page == MAP_FAILED) {
 			launch_page = NULL;
 			return MAP_FAILED;
@@ -123,7 +129,7 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
 		launch_page->streams = DEEPUM_PAGE_STREAMS;
 		launch_page->depth = DEEPUM_RING_DEPTH;
 	}
-	return launch_page;
+	return libc_mmap(addr, length, prot, flags, launch_page_fd, 0);
 }
 
 /* What the module would have fed its pipeline. */
