@@ -13,7 +13,7 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize test-tsan test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
+.PHONY: all demo test test-unit test-sanitize test-tsan test-asan test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
 
 all: $(VENV)/.installed userlib
 
@@ -31,7 +31,7 @@ demo: $(VENV)/.installed
 	$(DEEPUMCTL) simulate tests/data/libdeepum/h200-gpt2-124m-bs8x512-perlaunch-5it.dut.gz --keep-resident \
 		--compute tests/data/h200/gpt2-resident-kernels.csv.gz --capacity 0,7G,4.75G --policy uvm,uvm-user,deepum,deepum-issuer,oracle
 
-test: test-unit test-sanitize test-tsan test-kernel test-nvidia test-dkms
+test: test-unit test-sanitize test-tsan test-asan test-kernel test-nvidia test-dkms
 
 test-unit: $(VENV)/.installed userlib fakecuda
 	$(VPY) -m pytest -q
@@ -52,15 +52,20 @@ build/fuzz_core: tests/core/fuzz_core.c $(CORE_SRC) $(wildcard kmod/core/*.h) km
 test-sanitize: build/fuzz_core
 	build/fuzz_core 1000000
 
-# libdeepum's threads (engine, issuer, writer, observer, fault readers) under ThreadSanitizer:
-# its tests against the fake driver, each run failing on any report (tests/userlib_harness.py);
-# those that need the plain build (its auditor cannot load a sanitizer) are skipped.
-test-tsan: $(VENV)/.installed fakecuda
-	$(MAKE) -C userlib BUILD=$(CURDIR)/build/tsan CFLAGS="-O1 -g -fsanitize=thread" \
+# libdeepum under a sanitizer: its tests against the fake driver, each run failing on any report
+# (tests/userlib_harness.py); those that need the plain build are skipped (its auditor cannot
+# load a sanitizer's runtime).  test-tsan: its threads (engine, issuer, writer, observer, fault
+# readers) under ThreadSanitizer; test-asan: AddressSanitizer, LeakSanitizer and UBSan.
+tsan_FLAGS := -fsanitize=thread
+tsan_OPTIONS := TSAN_OPTIONS="halt_on_error=1 exitcode=66"
+asan_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+asan_OPTIONS := UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fakecuda/lsan.supp
+test-tsan test-asan: test-%: $(VENV)/.installed fakecuda
+	$(MAKE) -C userlib BUILD=$(CURDIR)/build/$* CFLAGS="-O1 -g $($*_FLAGS)" \
 		DEEPUM_LDFLAGS="-shared -pthread -Wl,-Bsymbolic -Wl,-z,now"
-	DEEPUM_TEST_USERLIB=$(CURDIR)/build/tsan DEEPUM_TEST_SANITIZER=$$($(CC) -print-file-name=libtsan.so.2) \
-		TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
-		$(VPY) -m pytest -q tests/test_userlib.py tests/test_engine.py tests/test_pool.py
+	runtime=$$(readelf -d build/$*/libdeepum.so | sed -n 's/.*(NEEDED).*\[\(lib[at]san\.so[^]]*\)\]/\1/p'); \
+	DEEPUM_TEST_USERLIB=$(CURDIR)/build/$* DEEPUM_TEST_SANITIZER=$$($(CC) -print-file-name=$$runtime) \
+		$($*_OPTIONS) $(VPY) -m pytest -q tests/test_userlib.py tests/test_engine.py tests/test_pool.py
 
 # deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md); libdeepum
 # and the fake libcuda too, for the test of the launch page end to end.

@@ -555,10 +555,11 @@ def test_a_writer_thread_writes_back_on_a_stream_of_its_own_and_prefetches_wait_
     stream of their own, prefetch batches from the issuer on the engine's
     stream; each prefetch batch waits for the eviction batches handed over
     before it (their room): on the host while the writer is still in the
-    driver (its calls take 5 ms here), then on the GPU for its event.  The
-    engine never waits for either queue."""
+    driver (its calls take 20 ms here: at 5 ms, a run in a few dozen had
+    its queue never full), then on the GPU for its event.  The engine never
+    waits for either queue."""
     r, _ = layers(tmp_path, lockstep=False, env={"DEEPUM_WRITER": "1", "FAKECUDA_KERNEL_US": "2000",
-                                                 "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync@host=5000"})
+                                                 "FAKECUDA_SLOW": "cuMemPrefetchBatchAsync@host=20000"})
     c = counters(r)
     assert r.stats["engine"]["issuer"] is True and r.stats["engine"]["writer"] is True
     own, _, writes = r.named("cuStreamCreateWithPriority")
