@@ -13,7 +13,7 @@ CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/c
 SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror
 
-.PHONY: all demo test test-unit test-sanitize test-tsan test-asan test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
+.PHONY: all demo test test-unit test-sanitize test-tsan test-asan test-asan-native test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
 
 all: $(VENV)/.installed userlib
 
@@ -66,6 +66,23 @@ test-tsan test-asan: test-%: $(VENV)/.installed fakecuda
 	runtime=$$(readelf -d build/$*/libdeepum.so | sed -n 's/.*(NEEDED).*\[\(lib[at]san\.so[^]]*\)\]/\1/p'); \
 	DEEPUM_TEST_USERLIB=$(CURDIR)/build/$* DEEPUM_TEST_SANITIZER=$$($(CC) -print-file-name=$$runtime) \
 		$($*_OPTIONS) $(VPY) -m pytest -q tests/test_userlib.py tests/test_engine.py tests/test_pool.py
+
+# The cffi extension (the core, replay, the simulator) under AddressSanitizer and UBSan, loaded
+# in place of the installed one (tests/conftest.py) by the tests that do not run libdeepum;
+# --capture=sys leaves the sanitizers' reports on stderr (a report ends the process); PYTEST_ARGS
+# narrows the run.
+test-asan: test-asan-native
+test-asan-native: $(VENV)/.installed
+	rm -rf build/asan-native && mkdir -p build/asan-native/kmod build/asan-native/pydeepum build/asan-native/userlib
+	cp -r kmod/core kmod/include build/asan-native/kmod/ && cp -r pydeepum/_native_src build/asan-native/pydeepum/
+	cp userlib/engine_defaults.h build/asan-native/userlib/  # (cffi builds in the folder it is given)
+	CFLAGS="-O1 -g $(asan_FLAGS)" LDFLAGS="$(asan_FLAGS)" $(VPY) pydeepum/_ffi_build.py build/asan-native
+	DEEPUM_TEST_NATIVE=$$(echo build/asan-native/pydeepum/_native*.so) \
+	LD_PRELOAD=$$($(CC) -print-file-name=$$(readelf -d build/asan-native/pydeepum/_native*.so | \
+		sed -n 's/.*(NEEDED).*\[\(libasan\.so[^]]*\)\]/\1/p')) \
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		$(VPY) -m pytest -q --capture=sys -p no:cacheprovider --ignore=tests/test_userlib.py \
+		--ignore=tests/test_engine.py --ignore=tests/test_pool.py $(PYTEST_ARGS)
 
 # deepum.ko in Debian's kernel under QEMU (TCG), fail-closed (tests/qemu/README.md); libdeepum
 # and the fake libcuda too, for the test of the launch page end to end.

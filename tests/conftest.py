@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 
 import pytest
+
+# make test-asan: the extension built with sanitizers, in place of the installed one (before
+# anything imports it).
+if os.environ.get("DEEPUM_TEST_NATIVE"):
+    _spec = importlib.util.spec_from_file_location("pydeepum._native", os.environ["DEEPUM_TEST_NATIVE"])
+    sys.modules["pydeepum._native"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["pydeepum._native"])
 
 from pydeepum.trace import Trace
 from testlib import GPT2_TRACE

@@ -507,7 +507,7 @@ static int feed_one(struct dum_sim *s, const struct deepum_record *rec)
 
 	if (!err)
 		err = round_room(s, n);
-	if (!err) {
+	if (!err && n) {	/* (a round not grown yet is NULL, even for none) */
 		memcpy(&s->round[s->round_len], s->cmds, n * sizeof(*s->cmds));
 		s->round_len += n;
 	}
