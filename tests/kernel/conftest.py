@@ -24,7 +24,8 @@ else:
 SPLAT = re.compile(
     r"WARNING:|BUG:|Oops|general protection fault|UBSAN:|KASAN:|kmemleak|"
     r"possible recursive locking|circular locking dependency|suspicious RCU usage|"
-    r"hung_task|soft lockup"
+    r"hung_task|soft lockup|"
+    r"BUG \S+ \((Not t|T)ainted"  # SLUB's check of its objects (slub_debug): "BUG kmalloc-64 (Tainted: ...): Redzone overwritten"
 )
 
 

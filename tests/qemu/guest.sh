@@ -42,7 +42,14 @@ esac
 rmmod deepum
 dmesg | grep 'deepum: ' | tail -20 || true
 
-if dmesg | grep -E 'WARNING:|BUG:|Oops|general protection fault|UBSAN:|KASAN:'; then
+if dmesg | grep -E 'WARNING:|BUG:|Oops|general protection fault|UBSAN:|KASAN:|BUG \S+ \((Not t|T)ainted'; then
 	echo "guest: kernel splat in dmesg"
+	exit 1
+fi
+# Taints other than out-of-tree (O, 4096) and unsigned (E, 8192) modules: a bad page (SLUB's
+# checks), a WARN, a lockup, a die...
+tainted=$(cat /proc/sys/kernel/tainted)
+if (( tainted & ~(4096 | 8192) )); then
+	echo "guest: kernel tainted $tainted"
 	exit 1
 fi
