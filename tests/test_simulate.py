@@ -9,9 +9,10 @@ import pytest
 from testlib import BLOCK, DATA, blk, load_script, rec
 from pydeepum import calibration
 from pydeepum._lowlevel import lib
-from pydeepum.config import make_settings
-from pydeepum.errors import DeepumInputError
-from pydeepum.simulate import compute_from_profile, compute_from_trace, cost_model, simulate
+from pydeepum.config import default_config, make_settings
+from pydeepum.errors import DeepumInputError, RecordError
+from pydeepum.replay import replay
+from pydeepum.simulate import POLICIES, compute_from_profile, compute_from_trace, cost_model, simulate
 from pydeepum.synth import SynthSpec, generate
 from pydeepum.trace import FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace
 
@@ -833,3 +834,31 @@ def test_resnet50s_settled_trace_predicts_as_its_first():
     outside = [(r.case, r.budget, r.measured_run) for r in settled if not r.within_bar]
     assert outside == [("resnet50-settled-18-call2", 0.75, "deepum+FORGET_UNSETTLED=1"),
                        ("resnet50-settled-18-call4", 0.75, "deepum+FORGET_UNSETTLED=1")], detail
+
+
+def test_damaged_records_are_run_or_named_whatever_the_damage(gpt2):
+    """Fields of a real trace's records set at random (seeded) to 0, their
+    maximum or noise: replay and every policy either run or refuse, naming
+    the record.  (Under make test-asan the C side is checked for memory
+    errors on the way.)"""
+    rng = np.random.default_rng(24)
+    cost = cost_model(calibration.load())
+    refused = ran = 0
+    for _ in range(12):
+        records = gpt2.records[:5000].copy()
+        for _ in range(rng.integers(1, 8)):
+            field = records.dtype.names[rng.integers(len(records.dtype.names))]
+            top = np.iinfo(records.dtype[field]).max
+            value = (0, top, rng.integers(0, top, dtype=records.dtype[field], endpoint=True))[rng.integers(3)]
+            records[field][rng.integers(len(records))] = value
+        damaged = Trace(records=records, block_shift=gpt2.block_shift, flags=gpt2.flags, meta={})
+        compute = np.full(int((records["type"] == LAUNCH).sum()), 1000, dtype=np.uint64)
+        for run in (lambda: replay(damaged, default_config()),
+                    lambda: simulate(damaged, [32 * BLOCK, 0], list(POLICIES), default_config(), cost, compute)):
+            try:
+                run()
+                ran += 1
+            except RecordError as e:
+                assert 0 <= e.index < len(records), e
+                refused += 1
+    assert refused and ran  # both ways were taken
