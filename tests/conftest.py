@@ -25,7 +25,7 @@ def gpt2() -> Trace:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # make test-tsan: a sanitizer's runtime cannot load again in the auditor's namespace
+    # make test-tsan, test-asan: a sanitizer's runtime cannot load again in the auditor's namespace
     if os.environ.get("DEEPUM_TEST_SANITIZER"):
         skip = pytest.mark.skip(reason="needs libdeepum's plain build, not a sanitizer's")
         for item in items:

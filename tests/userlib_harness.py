@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 # DEEPUM_TEST_SANITIZER: the runtime of a sanitizer libdeepum was built with
-# (make test-tsan), preloaded ahead of that build, which DEEPUM_TEST_USERLIB names.
+# (make test-tsan, test-asan), preloaded ahead of that build, which DEEPUM_TEST_USERLIB names.
 SANITIZER = os.environ.get("DEEPUM_TEST_SANITIZER", "")
 USERLIB = Path(os.environ.get("DEEPUM_TEST_USERLIB", BUILD / "userlib"))
 LIB = USERLIB / "libdeepum.so"
