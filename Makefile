@@ -10,8 +10,10 @@ VPY := $(VENV)/bin/python
 DEEPUMCTL := $(VENV)/bin/deepumctl
 DEMO_TRACES := tests/data/h200-gpt2-124m-bs8x512-accessset-6it.dut.gz $(wildcard tests/data/libdeepum/*.dut.gz)
 CORE_SRC := $(filter-out kmod/core/port_user.c,$(wildcard kmod/core/*.c)) kmod/core/port_user.c
-SAN_FLAGS := -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-	-fno-omit-frame-pointer -Wall -Wextra -Werror
+asan_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_FLAGS := -std=gnu11 -O1 -g $(asan_FLAGS) -Wall -Wextra -Werror
+# The sanitizer runtime (lib$(2).so.N) that the shared object $(1) needs, as a path to preload.
+sanitizer_runtime = $$($(CC) -print-file-name=$$(readelf -d $(1) | sed -n 's/.*(NEEDED).*\[\(lib$(2)\.so[^]]*\)\]/\1/p'))
 
 .PHONY: all demo test test-unit test-sanitize test-tsan test-asan test-asan-native test-kernel test-nvidia test-dkms fuzz-kernel bench-kernel bench userlib fakecuda bench-launch test-gpu clean
 
@@ -58,13 +60,11 @@ test-sanitize: build/fuzz_core
 # readers) under ThreadSanitizer; test-asan: AddressSanitizer, LeakSanitizer and UBSan.
 tsan_FLAGS := -fsanitize=thread
 tsan_OPTIONS := TSAN_OPTIONS="halt_on_error=1 exitcode=66"
-asan_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan_OPTIONS := UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fakecuda/lsan.supp
 test-tsan test-asan: test-%: $(VENV)/.installed fakecuda
 	$(MAKE) -C userlib BUILD=$(CURDIR)/build/$* CFLAGS="-O1 -g $($*_FLAGS)" \
 		DEEPUM_LDFLAGS="-shared -pthread -Wl,-Bsymbolic -Wl,-z,now"
-	runtime=$$(readelf -d build/$*/libdeepum.so | sed -n 's/.*(NEEDED).*\[\(lib[at]san\.so[^]]*\)\]/\1/p'); \
-	DEEPUM_TEST_USERLIB=$(CURDIR)/build/$* DEEPUM_TEST_SANITIZER=$$($(CC) -print-file-name=$$runtime) \
+	DEEPUM_TEST_USERLIB=$(CURDIR)/build/$* DEEPUM_TEST_SANITIZER=$(call sanitizer_runtime,build/$*/libdeepum.so,$*) \
 		$($*_OPTIONS) $(VPY) -m pytest -q tests/test_userlib.py tests/test_engine.py tests/test_pool.py
 
 # The cffi extension (the core, replay, the simulator) under AddressSanitizer and UBSan, loaded
@@ -78,8 +78,7 @@ test-asan-native: $(VENV)/.installed
 	cp userlib/engine_defaults.h build/asan-native/userlib/  # (cffi builds in the folder it is given)
 	CFLAGS="-O1 -g $(asan_FLAGS)" LDFLAGS="$(asan_FLAGS)" $(VPY) pydeepum/_ffi_build.py build/asan-native
 	DEEPUM_TEST_NATIVE=$$(echo build/asan-native/pydeepum/_native*.so) \
-	LD_PRELOAD=$$($(CC) -print-file-name=$$(readelf -d build/asan-native/pydeepum/_native*.so | \
-		sed -n 's/.*(NEEDED).*\[\(libasan\.so[^]]*\)\]/\1/p')) \
+	LD_PRELOAD=$(call sanitizer_runtime,build/asan-native/pydeepum/_native*.so,asan) \
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(VPY) -m pytest -q --capture=sys -p no:cacheprovider --ignore=tests/test_userlib.py \
 		--ignore=tests/test_engine.py --ignore=tests/test_pool.py $(PYTEST_ARGS)
