@@ -73,9 +73,7 @@ test-tsan test-asan: test-%: $(VENV)/.installed fakecuda
 # narrows the run.
 test-asan: test-asan-native
 test-asan-native: $(VENV)/.installed
-	rm -rf build/asan-native && mkdir -p build/asan-native/kmod build/asan-native/pydeepum build/asan-native/userlib
-	cp -r kmod/core kmod/include build/asan-native/kmod/ && cp -r pydeepum/_native_src build/asan-native/pydeepum/
-	cp userlib/engine_defaults.h build/asan-native/userlib/  # (cffi builds in the folder it is given)
+	rm -rf build/asan-native && mkdir -p build/asan-native
 	CFLAGS="-O1 -g $(asan_FLAGS)" LDFLAGS="$(asan_FLAGS)" $(VPY) pydeepum/_ffi_build.py build/asan-native
 	DEEPUM_TEST_NATIVE=$$(echo build/asan-native/pydeepum/_native*.so) \
 	LD_PRELOAD=$(call sanitizer_runtime,build/asan-native/pydeepum/_native*.so,asan) \

@@ -15,20 +15,24 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef())
 
 
-def _rel(path: Path) -> str:
-    # setuptools wants sources relative to the project root.
-    return str(path.relative_to(ROOT))
+# Built by hand in a folder of its own (make test-asan's): cffi compiles from inside that folder, so
+# the sources are named by absolute path; setuptools wants them relative to the project root.
+BUILD_DIR = sys.argv[1] if __name__ == "__main__" and len(sys.argv) > 1 else None
+
+
+def _path(path: Path) -> str:
+    return str(path) if BUILD_DIR else str(path.relative_to(ROOT))
 
 
 ffibuilder.set_source(
     "pydeepum._native",
     '#include "replay.h"\n#include "sim.h"\nextern long dum_port_fail_allocs_after;\n',
-    sources=[_rel(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_rel(p) for p in sorted(NATIVE_DIR.glob("*.c"))],
-    include_dirs=[_rel(NATIVE_DIR), _rel(CORE_DIR), _rel(UAPI_DIR)],
+    sources=[_path(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_path(p) for p in sorted(NATIVE_DIR.glob("*.c"))],
+    include_dirs=[_path(NATIVE_DIR), _path(CORE_DIR), _path(UAPI_DIR)],
     extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
 )
 ffibuilder.cdef("extern long dum_port_fail_allocs_after;")
 
 if __name__ == "__main__":
-    # Run from the project root; an argument: the folder to build in (make test-asan's).
-    ffibuilder.compile(tmpdir=sys.argv[1] if len(sys.argv) > 1 else ".", verbose=False)
+    # Run from the project root; an argument: the folder to build in.
+    ffibuilder.compile(tmpdir=BUILD_DIR or ".", verbose=False)
