@@ -159,3 +159,35 @@ def test_simulate_takes_the_engines_position_rate_and_says_which():
     assert report()["write_every"] == 8  # libdeepum's default
     refused = run(*args, "--write-every", "0")
     assert refused.exit_code == 2 and "--write-every" in refused.output
+
+
+H200_ENGINE_LOG = GPT2_TRACE.parents[2] / "docs/results/bench_train-2026-12-02j/call1/logs/engine-629.log.gz"
+
+
+def test_report_reads_an_h200_engine_log():
+    """deepumctl report on a real run's DEEPUM_ENGINE_LOG (ResNet-50 at 50%):
+    every line of the report, and the same numbers as --json."""
+    text = run("report", str(H200_ENGINE_LOG), "--from-iteration", "6")
+    assert text.exit_code == 0, text.output
+    for line in ("late", "regretted", "misses", "heard", "driver     evict", "driver     prefetch", "stream",
+                 "round trips", "learning", "settling", "learned", "taught", "repeated"):
+        assert f"  {line}" in text.output, line
+    data = json.loads(run("report", str(H200_ENGINE_LOG), "--from-iteration", "6", "--json").output)
+    assert f"{data['launches']} launches, {data['faults']} faults fed" in text.output
+    assert data["late"] + data["misses"] == data["faults"] and data["against_trace"] is None
+    assert data["late_ms_since_issue"].keys() == {"p10", "p50", "p90"}
+
+
+def test_report_bad_input_exits_2_with_a_clear_message(tmp_path):
+    old = tmp_path / "old.log"
+    old.write_text("iteration 0 at=0\n")  # a log from before timestamps
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("iteration 0 t=0\n")   # no eviction batch to fit
+    for args, message in ((["report", str(tmp_path / "none.log")], "does not exist"),
+                          (["report", str(old)], "no t=<ns>"),
+                          (["report", str(old), str(old)], "several logs go with --fit-write-backs"),
+                          (["report", str(old), "--set", "flags=2"], "--set goes with --core"),
+                          (["report", "--fit-write-backs", str(quiet)], "fewer than 2 timed")):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output, (args, result.output)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from pydeepum import enginelog
 from testlib import load_script
 from userlib_harness import LIB_FAULTS, MIB, FAKE, FAKE_CUPTI, ROOT, Run, build, run_app
 
@@ -230,38 +231,36 @@ def test_the_engine_log_report_accounts_for_every_command_and_fault(tmp_path):
     log.write_text(log.read_text().replace(" t=", " at="))  # a log from before timestamps
     bad = subprocess.run([sys.executable, str(ROOT / "scripts/engine_log_report"), str(log)], capture_output=True,
                          text=True)
-    assert bad.returncode == 1 and "no t=<ns>" in bad.stderr
+    assert bad.returncode == 2 and "no t=<ns>" in bad.stderr
 
 
 def test_the_engine_log_report_counts_round_trips_of_evicted_blocks():
-    report = load_script("engine_log_report")
     lines = ["iteration 0 t=0", "prefetch exec=1 0x200000 blocks=2 t=1", "evict 0x200000 blocks=1 t=2",
              "prefetch exec=2 0x200000 blocks=1 t=3",            # back with no launch between
              "evict 0x400000 blocks=1 t=4"] + [f"launch slot=0 exec={e} at=5 t=5" for e in range(40)] + [
              "prefetch exec=3 0x400000 blocks=1 t=6"]            # back 40 launches later
-    got = report.analyse(lines, 0)
-    assert (got["round_trips_no_launch"], got["round_trips_within_32"]) == (1, 1)
-    assert got["blocks_prefetched_again_in_iteration"] == 2 and got["prefetched_blocks"] == 4
+    got = enginelog.analyse(lines, 0)
+    assert (got.round_trips_no_launch, got.round_trips_within_32) == (1, 1)
+    assert got.blocks_prefetched_again_in_iteration == 2 and got.prefetched_blocks == 4
     # both were evicted after this iteration's first prefetch: back after 0 and 40 launches
-    assert got["prefetched_again_launches_after_eviction"]["p10"] == 0
-    later = report.analyse([line for line in lines if line != "prefetch exec=2 0x200000 blocks=1 t=3"], 0)
-    assert later["prefetched_again_launches_after_eviction"] == {"p10": 40, "p50": 40, "p90": 40}
-    assert report.analyse(lines[:3], 0)["prefetched_again_launches_after_eviction"] is None
+    assert got.prefetched_again_launches_after_eviction.p10 == 0
+    later = enginelog.analyse([line for line in lines if line != "prefetch exec=2 0x200000 blocks=1 t=3"], 0)
+    assert later.prefetched_again_launches_after_eviction == enginelog.Spread(40, 40, 40)
+    assert enginelog.analyse(lines[:3], 0).prefetched_again_launches_after_eviction is None
 
 
 def test_the_engine_log_report_shows_each_iteration_settling():
     """Per iteration, warm-up included: faults on blocks the engine had
     evicted (not on a pending prefetch), and blocks prefetched twice."""
-    report = load_script("engine_log_report")
     lines = ["iteration 0 t=0", "evict 0x200000 blocks=1 t=1", "fault exec=1 0x200000 at=2 t=2",  # regretted
              "prefetch exec=1 0x400000 blocks=1 t=3", "evict 0x400000 blocks=1 t=4",
              "prefetch exec=2 0x400000 blocks=1 t=5",                                        # refetched
              "fault exec=2 0x400000 at=6 t=6",                                               # late, not regretted
              "iteration 1 t=7", "prefetch exec=2 0x400000 blocks=1 t=8", "fault exec=3 0x600000 at=9 t=9"]
-    got = report.analyse(lines, 1)
-    assert got["settling"] == [{"iteration": 0, "regretted": 1, "refetched": 1},
-                               {"iteration": 1, "regretted": 0, "refetched": 0}]
-    assert got["regretted"] == 0 and got["blocks_prefetched_again_in_iteration"] == 0  # measured: iteration 1
+    got = enginelog.analyse(lines, 1)
+    assert got.settling == [enginelog.SettlingIteration(0, regretted=1, refetched=1),
+                            enginelog.SettlingIteration(1, regretted=0, refetched=0)]
+    assert got.regretted == 0 and got.blocks_prefetched_again_in_iteration == 0  # measured: iteration 1
 
 
 def test_the_engine_log_report_judges_prefetches_by_a_per_launch_trace():
@@ -274,7 +273,6 @@ def test_the_engine_log_report_judges_prefetches_by_a_per_launch_trace():
     from pydeepum.trace import FAULT, ITER_END, ITERATION, LAUNCH, TRACE_PER_LAUNCH, Trace
     from testlib import blk, rec
 
-    report = load_script("engine_log_report")
     # 60 launches an iteration: kernel 7 second, kernel 6 last, 58 apart (more than 24)
     launches = [f"launch slot=0 exec={e} at=1 t=1" for e in (5, 7, *[9] * 57, 6)]
     lines = ["iteration 0 t=0", "prefetch exec=7 0x200000 blocks=2 t=1", "prefetch exec=8 0x600000 blocks=1 t=1",
@@ -284,12 +282,12 @@ def test_the_engine_log_report_judges_prefetches_by_a_per_launch_trace():
     recs = [rec(ITERATION, aux=0), rec(LAUNCH, exec_id=0), rec(FAULT, blk(12), BLOCK, 0),
             rec(ITERATION, aux=1), *last, rec(ITERATION, aux=2, flags=ITER_END)]
     trace = Trace(records=np.array(recs), flags=TRACE_PER_LAUNCH)
-    got = report.analyse(lines, 0, trace=trace)["against_trace"]
-    assert got == {"near": 1, "not_near": 1, "kernel_not_again": 1, "not_compared": 1}, got
+    got = enginelog.analyse(lines, 0, trace=trace).against_trace
+    assert got == enginelog.AgainstTrace(near=1, not_near=1, kernel_not_again=1, not_compared=1), got
     with pytest.raises(ValueError, match="not laid out as the same program"):
-        report.analyse(lines + ["prefetch exec=7 0x800000 blocks=1 t=5"], 0, trace=trace)
+        enginelog.analyse(lines + ["prefetch exec=7 0x800000 blocks=1 t=5"], 0, trace=trace)
     with pytest.raises(ValueError, match="per-launch"):
-        report.analyse(lines, 0, trace=Trace(records=np.array(recs)))
+        enginelog.analyse(lines, 0, trace=Trace(records=np.array(recs)))
 
 
 def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_run():
@@ -297,27 +295,25 @@ def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_r
     kept a block's first and last use): this core, fed the same records,
     evicts at least 10% fewer blocks over the settled iterations (11.5% when
     the runs of uses came in; ResNet-50 then took 23% less per iteration)."""
-    report = load_script("engine_log_report")
     log = ROOT / "docs/results/bench_train-2026-12-01c/call1-resnet50-logs-settled/engine-619.log.gz"
-    with report.open_log(log) as lines:
-        run = report.analyse(lines, 8)
-    replayed = report.replay_core(log, 8)
-    assert run["evicted_blocks"] > 14000 and replayed["log_evicted_blocks"] > 0
-    assert replayed["evicted_blocks"] <= 0.9 * run["evicted_blocks"], (replayed["evicted_blocks"], run["evicted_blocks"])
+    with enginelog.open_log(log) as lines:
+        run = enginelog.analyse(lines, 8)
+    replayed = enginelog.replay_core(log, 8)
+    assert run.evicted_blocks > 14000 and replayed.log_evicted_blocks > 0
+    assert replayed.evicted_blocks <= 0.9 * run.evicted_blocks, (replayed.evicted_blocks, run.evicted_blocks)
 
 
 def test_the_engine_log_report_follows_what_the_tables_still_learn():
     """Per iteration, warm-up included: faults on (kernel, block) pairs that had not faulted before."""
-    report = load_script("engine_log_report")
     lines = ["fault exec=1 0x200000 at=0 t=0",                                  # before the first mark
              "iteration 0 t=1", "fault exec=1 0x200000 at=1 t=1",               # known pair
              "fault exec=2 0x200000 at=1 t=2", "fault exec=1 0x400000 at=2 t=2",  # new kernel, new block
              "iteration 1 t=3", "fault exec=2 0x200000 at=3 t=3", "fault exec=2 0x200000 at=3 t=4"]
-    got = report.analyse(lines, 1)
-    assert got["learning"] == [{"iteration": -1, "faults": 1, "new_pairs": 1},
-                               {"iteration": 0, "faults": 3, "new_pairs": 2},
-                               {"iteration": 1, "faults": 2, "new_pairs": 0}]
-    assert got["faults"] == 2  # the measured iterations' other counts are unchanged
+    got = enginelog.analyse(lines, 1)
+    assert got.learning == [enginelog.LearningIteration(-1, faults=1, new_pairs=1),
+                            enginelog.LearningIteration(0, faults=3, new_pairs=2),
+                            enginelog.LearningIteration(1, faults=2, new_pairs=0)]
+    assert got.faults == 2  # the measured iterations' other counts are unchanged
 
 
 def test_the_engine_log_report_finds_pairs_the_warm_up_taught_wrong():
@@ -325,8 +321,6 @@ def test_the_engine_log_report_finds_pairs_the_warm_up_taught_wrong():
     measured iteration uses block 1 at launch 2 (a fault) and block 2 where
     its kernel runs next after the prefetch: launch 70 (30 away: taught
     wrong) or launch 50 (10 away: still right)."""
-    report = load_script("engine_log_report")
-
     def launches(n, exec_id=9):
         return [f"launch slot=0 exec={exec_id} at=1 t=1"] * n
 
@@ -336,21 +330,20 @@ def test_the_engine_log_report_finds_pairs_the_warm_up_taught_wrong():
                 ["fault exec=1 0x200000 at=3 t=4"] + launches(3) + ["prefetch exec=2 0x400000 blocks=1 t=5"] +
                 launches(kernel_at - 5) + launches(1, exec_id=2))
 
-    assert report.analyse(log(70), 1)["pairs_taught"] == [{"iteration": 0, "pairs": 2, "unconfirmed": 1}]
-    assert report.analyse(log(50), 1)["pairs_taught"] == [{"iteration": 0, "pairs": 2, "unconfirmed": 0}]
+    assert enginelog.analyse(log(70), 1).pairs_taught == [enginelog.TaughtIteration(0, pairs=2, unconfirmed=1)]
+    assert enginelog.analyse(log(50), 1).pairs_taught == [enginelog.TaughtIteration(0, pairs=2, unconfirmed=0)]
 
 
 def test_the_engine_log_report_costs_the_engines_commands_as_the_simulator_does():
     """One 1 ms iteration with a prefetch range of two blocks and an eviction of
     one, dead blocks discarded: (0.1 + 0.1) + (0.05 + 0.1) + 2 x 0.01 ms = 0.37 of it."""
-    report = load_script("engine_log_report")
     cost = {"prefetch_range_ns": 100_000, "prefetch_bytes_per_sec": 2 * BLOCK * 10_000,
             "evict_range_ns": 50_000, "user_evict_bytes_per_sec": BLOCK * 10_000, "discard_ns": 10_000}
     lines = ["iteration 0 t=0", "prefetch exec=1 0x200000 blocks=2 t=1", "evict 0x600000 blocks=1 t=2",
              "evict 0x800000 blocks=2 dead t=3", "iteration 1 t=1000000", "evict 0xa00000 blocks=1 t=1000001"]
-    got = report.analyse(lines, 0, cost)
-    assert got["stream_iterations"] == 1  # the second is not whole
-    assert got["stream_share_of_iteration"]["p50"] == pytest.approx(0.37)
+    got = enginelog.analyse(lines, 0, cost)
+    assert got.stream_iterations == 1  # the second is not whole
+    assert got.stream_share_of_iteration.p50 == pytest.approx(0.37)
 
 
 def test_victims_are_never_in_the_predicted_window(tmp_path):
@@ -545,9 +538,9 @@ def test_with_an_issuer_the_engine_prefetches_and_releases_as_without(tmp_path):
 def test_the_engine_log_report_fits_write_back_cost_per_range_and_per_block():
     # 100 us per range + 200 us per 2 MiB block, batches of 1-3 ranges of 1-4 blocks each
     batches = [(r, r * b * BLOCK, (100 * r + 200 * r * b) * 1000) for r in (1, 2, 3) for b in (1, 2, 4)]
-    fit = load_script("engine_log_report").fit_write_backs(batches)
-    assert fit["per_range_us"] == pytest.approx(100) and fit["per_2MiB_us"] == pytest.approx(200)
-    assert fit["batches"] == 9
+    fit = enginelog.fit_write_backs(batches)
+    assert fit.per_range_us == pytest.approx(100) and fit.per_2MiB_us == pytest.approx(200)
+    assert fit.batches == 9
 
 
 def test_a_writer_thread_writes_back_on_a_stream_of_its_own_and_prefetches_wait_for_it(tmp_path):
@@ -1001,11 +994,10 @@ def test_bench_train_repeats_every_configuration_and_reports_the_median_try(tmp_
 def test_the_engine_log_report_says_when_the_pairs_it_prefetches_were_learned():
     """Each measured prefetch by the iteration its (kernel, block) pair first faulted in:
     the tables keep what they learn, so early iterations' pairs are prefetched for good."""
-    report = load_script("engine_log_report")
     lines = ["iteration 0 t=0", "fault exec=1 0x200000 at=1 t=1", "iteration 1 t=2",
              "fault exec=2 0x400000 at=3 t=3", "fault exec=1 0x200000 at=3 t=3",  # learned in 0 already
              "iteration 2 t=4", "prefetch exec=1 0x200000 blocks=1 t=5",
              "prefetch exec=2 0x400000 blocks=2 t=6",   # 0x400000 learned in 1, 0x600000 never faulted
              "prefetch exec=3 0x200000 blocks=1 t=7"]   # another kernel's block: never its pair
-    assert report.analyse(lines, 2)["prefetches_by_pair_learned"] == {"0": 1, "1": 1, "never": 2}
-    assert report.analyse(lines, 3)["prefetches_by_pair_learned"] == {"never": 0}  # nothing measured
+    assert enginelog.analyse(lines, 2).prefetches_by_pair_learned == {"0": 1, "1": 1, "never": 2}
+    assert enginelog.analyse(lines, 3).prefetches_by_pair_learned == {"never": 0}  # nothing measured

@@ -8,6 +8,7 @@ import click
 from .. import __version__
 from .module import MODULE_COMMANDS
 from .replay import replay_cmd
+from .report import report_cmd
 from .run import run_cmd
 from .simulate import simulate_cmd
 from .trace import trace_group
@@ -20,6 +21,7 @@ def cli() -> None:
 
 
 cli.add_command(replay_cmd)
+cli.add_command(report_cmd)
 cli.add_command(run_cmd)
 cli.add_command(simulate_cmd)
 cli.add_command(trace_group)
