@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from ..config import parse_field_settings
-from ..enginelog import (PLACE_SLACK, ROUND_TRIP_LAUNCHES, EngineLogError, Spread, analyse, fit_write_backs, open_log,
-                         replay_core)
+from ..enginelog import (PLACE_SLACK, ROUND_TRIP_LAUNCHES, CoreReplay, EngineLogError, EngineLogReport, Spread, analyse,
+                         fit_write_backs, open_log, replay_core)
 from ..trace import Trace
 from ._common import InputError, emit_json, fail_on_input_errors
 
@@ -66,7 +66,7 @@ def report_cmd(logs, from_iteration, trace_path, with_core, sets, fit, as_json):
     _print(report, core)
 
 
-def _print(r, core) -> None:
+def _print(r: EngineLogReport, core: CoreReplay | None) -> None:
     echo = click.echo
     echo(f"iterations >= {r.from_iteration}: {r.launches} launches, {r.faults} faults fed, "
          f"{r.prefetched_blocks} blocks prefetched, {r.evicted_blocks} evicted")
