@@ -77,7 +77,7 @@ test-asan-native: $(VENV)/.installed
 	CFLAGS="-O1 -g $(asan_FLAGS)" LDFLAGS="$(asan_FLAGS)" $(VPY) pydeepum/_ffi_build.py build/asan-native
 	DEEPUM_TEST_NATIVE=$$(echo build/asan-native/pydeepum/_native*.so) \
 	LD_PRELOAD=$(call sanitizer_runtime,build/asan-native/pydeepum/_native*.so,asan) \
-	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=0 $(asan_OPTIONS) \
 		$(VPY) -m pytest -q --capture=sys -p no:cacheprovider --ignore=tests/test_userlib.py \
 		--ignore=tests/test_engine.py --ignore=tests/test_pool.py $(PYTEST_ARGS)
 
