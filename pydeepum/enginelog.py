@@ -595,9 +595,16 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
         write_back_batches=write_backs)
 
 
-def open_log(path: Path):
-    """A DEEPUM_ENGINE_LOG, gzipped or not, for reading text."""
-    return (gzip.open if path.name.endswith(".gz") else open)(path, "rt")
+def analyse_log(path: Path, from_iteration: int, trace: Trace | None = None) -> EngineLogReport:
+    """analyse() of the DEEPUM_ENGINE_LOG at @path, gzipped or not; what is
+    wrong with it, or what keeps it from being read, said with its name."""
+    try:
+        with (gzip.open if path.name.endswith(".gz") else open)(path, "rt") as lines:
+            return analyse(lines, from_iteration, trace=trace)
+    except EngineLogError as e:
+        raise EngineLogError(f"{path}: {e}") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise EngineLogError(f"{path}: unreadable: {e}") from None
 
 
 def fit_write_backs(batches: list[tuple[int, int, int]]) -> WriteBackFit:

@@ -183,8 +183,12 @@ def test_report_bad_input_exits_2_with_a_clear_message(tmp_path):
     old.write_text("iteration 0 at=0\n")  # a log from before timestamps
     quiet = tmp_path / "quiet.log"
     quiet.write_text("iteration 0 t=0\n")   # no eviction batch to fit
+    broken = tmp_path / "broken.log.gz"
+    broken.write_bytes(b"\x1f\x8b not gzip after all")
     for args, message in ((["report", str(tmp_path / "none.log")], "does not exist"),
                           (["report", str(old)], "no t=<ns>"),
+                          (["report", str(broken)], f"{broken}: unreadable"),
+                          (["report", "--fit-write-backs", str(old), str(quiet)], f"{old}: line 1: no t=<ns>"),
                           (["report", str(old), str(old)], "several logs go with --fit-write-backs"),
                           (["report", str(old), "--set", "flags=2"], "--set goes with --core"),
                           (["report", "--fit-write-backs", str(quiet)], "fewer than 2 timed")):

@@ -296,8 +296,7 @@ def test_replayed_through_this_core_the_h200_resnet50_log_evicts_less_than_its_r
     evicts at least 10% fewer blocks over the settled iterations (11.5% when
     the runs of uses came in; ResNet-50 then took 23% less per iteration)."""
     log = ROOT / "docs/results/bench_train-2026-12-01c/call1-resnet50-logs-settled/engine-619.log.gz"
-    with enginelog.open_log(log) as lines:
-        run = enginelog.analyse(lines, 8)
+    run = enginelog.analyse_log(log, 8)
     replayed = enginelog.replay_core(log, 8)
     assert run.evicted_blocks > 14000 and replayed.log_evicted_blocks > 0
     assert replayed.evicted_blocks <= 0.9 * run.evicted_blocks, (replayed.evicted_blocks, run.evicted_blocks)

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from ..config import parse_field_settings
-from ..enginelog import (PLACE_SLACK, ROUND_TRIP_LAUNCHES, CoreReplay, EngineLogError, EngineLogReport, Spread, analyse,
-                         fit_write_backs, open_log, replay_core)
+from ..enginelog import (PLACE_SLACK, ROUND_TRIP_LAUNCHES, CoreReplay, EngineLogReport, Spread, analyse_log,
+                         fit_write_backs, replay_core)
 from ..trace import Trace
 from ._common import InputError, emit_json, fail_on_input_errors
 
@@ -41,11 +41,7 @@ def report_cmd(logs, from_iteration, trace_path, with_core, sets, fit, as_json):
     if len(logs) > 1 and not fit:
         raise InputError("several logs go with --fit-write-backs")
     if fit:
-        batches = []
-        for log in logs:
-            with open_log(log) as lines:
-                batches += analyse(lines, from_iteration).write_back_batches
-        cost = fit_write_backs(batches)
+        cost = fit_write_backs([batch for log in logs for batch in analyse_log(log, from_iteration).write_back_batches])
         if as_json:
             emit_json(cost.as_dict())
         else:
@@ -53,12 +49,7 @@ def report_cmd(logs, from_iteration, trace_path, with_core, sets, fit, as_json):
                        f"{cost.per_2MiB_us:.0f} us per 2 MiB ({cost.GBps:.1f} GB/s over all of them)")
         return
     (log,) = logs
-    trace = Trace.read(trace_path) if trace_path else None
-    try:
-        with open_log(log) as lines:
-            report = analyse(lines, from_iteration, trace=trace)
-    except EngineLogError as e:
-        raise EngineLogError(f"{log}: {e}") from None
+    report = analyse_log(log, from_iteration, Trace.read(trace_path) if trace_path else None)
     core = replay_core(log, from_iteration, parse_field_settings(sets)) if with_core else None
     if as_json:
         emit_json({**report.as_dict(), **({"core": core.as_dict()} if core else {})})
