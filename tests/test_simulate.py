@@ -3,6 +3,8 @@ policies, and its validation against the H200 run behind the bundled trace."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -835,6 +837,29 @@ def test_the_twenty_fifth_sessions_runs():
     simulated = {(r.case, r.measured_run): r.simulated_ms for r in engine}
     forgetting = simulated["gpt2-25-call3", "deepum"] / simulated["gpt2-25-call3", "deepum+FORGET_UNSETTLED=0"] - 1
     assert 0 < forgetting < 0.08, (forgetting, detail)
+
+
+def test_the_twenty_sixth_sessions_runs():
+    """Issue 6's cells a call after the twenty-fifth session's, and BERT and
+    GPT-2 at 75% with and without victims in address runs: every engine row
+    within +-20% (GPT-2 at 50% -14%, BERT -18%: both under, as the call
+    before).  Outside: ResNet-50's emulated demand at 50% (uvm-user -27%;
+    stock UVM's model -19%) and call 6's GPT-2 demand at 75%, the mean of two
+    tries in the driver's two steady states (865 and 2,169 ms): the
+    simulation (2,045 ms) is the slower one, as in every other GPT-2 75%
+    call."""
+    script = load_script("validate_simulator")
+    rows = script.twenty_sixth_cases()
+    detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
+    assert len(rows) == 25, detail
+    engine = [r for r in rows if r.policy == "deepum-issuer"]
+    assert len(engine) == 11 and all(r.within_bar for r in engine), detail
+    outside = sorted((r.case, r.policy) for r in rows if not r.within_bar)
+    assert outside == [("gpt2-26-call6", "uvm"), ("gpt2-26-call6", "uvm-user"), ("resnet50-26-call4", "uvm-user")], detail
+    bench = json.loads((script.RESULTS_TWENTY_SIXTH / "call6/tries-75-gpt2-again/bench_train-gpt2.json").read_text())
+    slower_try = max(bench["budgets"][0]["runs"]["demand"]["iteration_s_tries"]) * 1e3
+    assert all(abs(r.simulated_ms / slower_try - 1) < 0.15 for r in rows if r.case == "gpt2-26-call6"
+               and r.policy.startswith("uvm")), detail
 
 
 def test_no_policy_is_3x_over_demand_at_half_the_working_set_through_the_user_api():

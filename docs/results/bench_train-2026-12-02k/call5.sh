@@ -1,0 +1,1 @@
+. out/prep.sh; mkdir -p $OUT/logs; DEEPUM_ENGINE_LOG=$OUT/logs/engine-%p.log timeout 440 python3 scripts/gpu/pending_measurements tries-75-small --out $OUT/w > $OUT/call5.log 2>&1; grep -v "^wrote" $OUT/w/tries-75-small.log | tail -30; gzip $OUT/logs/*.log; cd $OUT/w && tar czf ../runs-call5.tgz . && cd .. && rm -rf w && tar cf logs-call5.tar logs && rm -rf logs
