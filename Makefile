@@ -22,7 +22,7 @@ all: $(VENV)/.installed userlib
 # The package (and its cffi extension, which compiles the core) in a venv.
 # Rebuilt when any C or Python source of it changes.
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard pydeepum/*.py pydeepum/_native_src/*) \
-		$(wildcard kmod/core/*) kmod/include/uapi/deepum.h userlib/engine_defaults.h
+		$(wildcard kmod/core/*) kmod/include/uapi/deepum.h userlib/engine_defaults.h userlib/iteration_detector.[ch]
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -e '.[test]'

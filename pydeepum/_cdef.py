@@ -17,7 +17,10 @@ UAPI_DIR = ROOT / "kmod" / "include" / "uapi"
 CORE_DIR = ROOT / "kmod" / "core"
 NATIVE_DIR = ROOT / "pydeepum" / "_native_src"
 
-HEADERS = (UAPI_DIR / "deepum.h", CORE_DIR / "core.h", NATIVE_DIR / "replay.h", NATIVE_DIR / "sim.h")
+USERLIB_DIR = ROOT / "userlib"
+
+HEADERS = (UAPI_DIR / "deepum.h", CORE_DIR / "core.h", NATIVE_DIR / "replay.h", NATIVE_DIR / "sim.h",
+           NATIVE_DIR / "marks.h")
 
 # The fixed-width names as linux/types.h (x86-64, arm64) and port.h define them.
 PRELUDE = """

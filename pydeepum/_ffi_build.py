@@ -9,7 +9,7 @@ from pathlib import Path
 from cffi import FFI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _cdef import CORE_DIR, NATIVE_DIR, ROOT, UAPI_DIR, cdef  # noqa: E402
+from _cdef import CORE_DIR, NATIVE_DIR, ROOT, UAPI_DIR, USERLIB_DIR, cdef  # noqa: E402
 
 ffibuilder = FFI()
 ffibuilder.cdef(cdef())
@@ -26,8 +26,10 @@ def _path(path: Path) -> str:
 
 ffibuilder.set_source(
     "pydeepum._native",
-    '#include "replay.h"\n#include "sim.h"\nextern long dum_port_fail_allocs_after;\n',
-    sources=[_path(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_path(p) for p in sorted(NATIVE_DIR.glob("*.c"))],
+    '#include "replay.h"\n#include "sim.h"\n#include "marks.h"\nextern long dum_port_fail_allocs_after;\n',
+    # libdeepum's iteration detector too: the simulator marks an unmarked program where libdeepum would
+    sources=[_path(p) for p in sorted(CORE_DIR.glob("*.c"))] + [_path(p) for p in sorted(NATIVE_DIR.glob("*.c"))]
+    + [_path(USERLIB_DIR / "iteration_detector.c")],
     include_dirs=[_path(NATIVE_DIR), _path(CORE_DIR), _path(UAPI_DIR)],
     extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"],
 )

@@ -87,4 +87,16 @@ def constant(name: str) -> int:
     return int(getattr(lib, name))
 
 
-__all__ = ["ffi", "lib", "struct_dtype", "struct_fields", "check", "constant"]
+def detect_iterations(exec_ids: np.ndarray, exec_max: int) -> np.ndarray:
+    """The indexes into @exec_ids (launches in order) before which
+    libdeepum's iteration detector, sized for @exec_max exec IDs, marks an
+    iteration."""
+    ids = np.ascontiguousarray(exec_ids, dtype="<u4")
+    marks = np.empty(len(ids), dtype="<u8")
+    n_marks = ffi.new("__u64 *")
+    check(lib.dum_detect_iterations(ffi.from_buffer("__u32[]", ids), len(ids), exec_max,
+                                    ffi.from_buffer("__u64[]", marks), n_marks), "iteration detector")
+    return marks[: n_marks[0]]
+
+
+__all__ = ["ffi", "lib", "struct_dtype", "struct_fields", "check", "constant", "detect_iterations"]

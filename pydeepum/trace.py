@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ._lowlevel import constant, ffi, lib, struct_dtype
+from ._lowlevel import constant, detect_iterations, ffi, lib, struct_dtype
 from .errors import DeepumInputError, TraceFormatError
 
 RECORD_DTYPE = struct_dtype("deepum_record")
@@ -167,6 +167,40 @@ class Trace:
         meta["extended"] = {"captured_iterations": len(bounds), "last_repeated": copies,
                             "note": "iterations after the captured ones are copies of the last captured one"}
         return dataclasses.replace(self, records=np.concatenate(parts), meta=meta)
+
+    def with_detected_marks(self, exec_max: int = constant("DEEPUM_CFG_EXEC_MAX_DEFAULT")) -> "Trace":
+        """The trace as if the program marked no iteration: its marks taken
+        out, and one put before every launch where libdeepum's iteration
+        detector (sized for @exec_max exec IDs, as the engine's configuration
+        is) finds that an iteration begins.  The launches before the first
+        detected mark are iteration 0; the last detected mark closes the
+        trace, as a capture ends at a mark (what follows it, an iteration
+        not seen to its end, is left out).  On the H200 traces the detector
+        marks from the program's fourth iteration on (tests/test_iterations.py),
+        not always before the launch the program marked."""
+        records = self.records
+        is_mark = records["type"] == ITERATION
+        if (records["flags"][is_mark] & ITER_FLUSHED).any():
+            raise DeepumInputError("the trace moves everything to the host at its marks (an access-set capture): "
+                                   "keep memory resident across iterations first (--keep-resident)")
+        launches = np.flatnonzero((records["type"] == LAUNCH) & (records["exec_id"] != EXEC_NONE))
+        before = launches[detect_iterations(records["exec_id"][launches], exec_max)]
+        if len(before) < 2:
+            raise DeepumInputError(f"libdeepum's iteration detector found {len(before)} iteration marks in "
+                                   f"{len(launches)} launches: not a whole iteration to simulate")
+        marks = empty_records(len(before))
+        marks["type"] = ITERATION
+        marks["ts"] = records["ts"][before]
+        marks["aux"] = np.arange(1, len(before) + 1)
+        marks["flags"][-1] = ITER_END
+        kept = ~is_mark[: before[-1]]
+        out = np.insert(records[: before[-1]][kept], np.searchsorted(np.flatnonzero(kept), before[:-1]), marks[:-1])
+        out = np.concatenate([out, marks[-1:]])
+        meta = dict(self.meta)
+        meta["marks_detected"] = {"program_marks": int((is_mark & ~(records["flags"] & ITER_END).astype(bool)).sum()),
+                                  "detected_marks": len(before), "exec_max": exec_max,
+                                  "note": "the program's marks replaced by libdeepum's iteration detector's"}
+        return dataclasses.replace(self, records=out, meta=meta)
 
     def fault_blocks(self) -> np.ndarray:
         """Block number of every FAULT record, in order."""

@@ -161,6 +161,30 @@ def test_simulate_takes_the_engines_position_rate_and_says_which():
     assert refused.exit_code == 2 and "--write-every" in refused.output
 
 
+def test_simulate_unmarked_puts_the_marks_where_libdeepum_finds_them():
+    """--unmarked: the program's marks replaced by libdeepum's detector's
+    (from ResNet-50's fourth iteration on); the JSON says how many."""
+    data = GPT2_TRACE.parent
+    args = ("simulate", str(data / "libdeepum/h200-resnet50-bs32x224-cold-perlaunch-6it.dut.gz"), "--compute",
+            str(data / "h200/resnet50-resident-kernels.csv.gz"), "--policy", "deepum-issuer", "--capacity",
+            "1897922560", "--keep-resident", "--steady-from", "1", "--json")
+
+    def report(*more: str) -> dict:
+        result = run(*args, *more)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output[result.output.index("{"):])
+
+    marked, unmarked = report(), report("--unmarked")
+    assert marked["marks_detected"] is None
+    assert unmarked["marks_detected"]["program_marks"] == 6 and unmarked["marks_detected"]["detected_marks"] == 3
+    assert [it["iteration"] for it in unmarked["iterations"]] == [0, 1, 2]  # the last detected mark ends it
+    assert unmarked["launches"] < marked["launches"]
+    text = run(*args[:-1], "--unmarked").output
+    assert "marks     3 found by libdeepum's detector, in place of the program's 6" in text
+    beyond = run(*args[:-3], "--steady-from", "3", "--unmarked")
+    assert beyond.exit_code == 2 and "the trace's last iteration is 2" in beyond.output
+
+
 H200_ENGINE_LOG = GPT2_TRACE.parents[2] / "docs/results/bench_train-2026-12-02j/call1/logs/engine-629.log.gz"
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import click
+import numpy as np
 
 from .. import calibration
-from ..config import make_settings, parse_field_settings, parse_size
+from ..config import checked, make_settings, parse_field_settings, parse_size
 from ..errors import DeepumInputError
 from ..simulate import (DEFAULT_POLICIES, ENGINE_WRITE_EVERY, POLICIES, WRITE_EVERY_MAX, SimReport,
                         compute_from_profile, compute_from_trace, cost_model, records_simulated, simulate)
@@ -34,6 +35,9 @@ def _capacities(text: str) -> list[int]:
 @click.option("--keep-resident", is_flag=True,
               help="Ignore an access-set trace's flushes: memory stays on the GPU from one iteration to the "
                    "next, and leaving costs an eviction (what training does; compare with measured runs).")
+@click.option("--unmarked", is_flag=True,
+              help="Simulate the program as if it marked no iteration: libdeepum's iteration detector places "
+                   "the marks (the launches before its first are iteration 0; its last ends the trace).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", help="Prefetch core configuration field.")
 @click.option("--write-every", type=click.IntRange(1, WRITE_EVERY_MAX), default=ENGINE_WRITE_EVERY, show_default=True,
               help="The engine's DEEPUM_WRITE_EVERY (deepum-user, -issuer, -split): its core hears of launches "
@@ -42,8 +46,8 @@ def _capacities(text: str) -> list[int]:
               help="Write a PNG of iteration time against capacity.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @fail_on_input_errors
-def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, keep_resident, sets, write_every,
-                 plot_path, as_json):
+def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_from, keep_resident, unmarked, sets,
+                 write_every, plot_path, as_json):
     """Predict iteration time on GPUs of the given capacities, per memory policy."""
     caps = _capacities(capacity)
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
@@ -52,20 +56,32 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
     trace = Trace.read(trace_path)
     if keep_resident:
         trace = trace.without_flushes()
+    marked = trace
+    if unmarked:
+        trace = trace.with_detected_marks(checked(cfg).exec_max)
+    last = max((index for index, _, _ in trace.iteration_bounds()), default=0)
+    if steady_from > last:
+        raise DeepumInputError(f"--steady-from {steady_from}: the trace's last iteration is {last}"
+                               f"{' (with the marks libdeepum would find)' if unmarked else ''}")
     if compute_from == "trace":
         compute = compute_from_trace(trace)
     else:
-        compute = compute_from_profile(trace, compute_from)
+        # A profile's kernels go by their place in the program's own iterations.
+        compute = compute_from_profile(marked, compute_from)[: np.count_nonzero(trace.records["type"] == LAUNCH)]
     with progress(records_simulated(len(trace.records), caps, chosen), "simulate") as bar:
         report = simulate(trace, caps, chosen, cfg, cost, compute, compute_from, steady_from, bar.update, write_every)
     if plot_path:
         plot(report, plot_path, title=trace_path)
     if as_json:
         emit_json({"trace": str(trace_path), "launches": int((trace.records["type"] == LAUNCH).sum()),
-                   **report.as_dict()})
+                   "marks_detected": trace.meta.get("marks_detected"), **report.as_dict()})
         return
     click.echo(f"trace     {trace_path}: iterations >= {steady_from}, compute from {compute_from}"
                f"{accesses_said(trace)}{', memory kept across iterations' if keep_resident else ''}")
+    if unmarked:
+        detected = trace.meta["marks_detected"]
+        click.echo(f"marks     {detected['detected_marks']} found by libdeepum's detector, in place of the program's "
+                   f"{detected['program_marks']}")
     if not trace.lists_every_access and any(caps):
         click.echo("note      the trace lists what faulted: a block used again after it was evicted within an "
                    "iteration is not in it, so times under a capacity are optimistic (deepumctl trace record "
