@@ -990,6 +990,31 @@ def test_bench_train_repeats_every_configuration_and_reports_the_median_try(tmp_
     assert bench_train.median_run([{"iteration_s": 0.5}]) == {"iteration_s": 0.5}
 
 
+def test_bench_train_says_when_tries_did_not_settle_alike():
+    """GPT-2's demand at 75% on the H200 (twenty-sixth session, call 6): one
+    try settled at 865 ms, the other at 2,169; their median is a time no try
+    took.  The table says the tries are 2.5x apart, and each try's mean
+    residency against the budget (the fast one held more than its budget)."""
+    bench_train = load_script("bench_train")
+    call = ROOT / "docs/results/bench_train-2026-12-02k/call6/tries-75-gpt2-again"
+    report = json.loads((call / "bench_train-gpt2.json").read_text())
+    budget = report["budgets"][0]
+
+    def try_row(stats: str, seconds: float) -> dict:
+        measured = json.loads((call / stats).read_text())["engine"]["iterations"][6:9]
+        mean = sum(it["resident_block_ns"] for it in measured) / sum(it["watched_ns"] for it in measured)
+        return {**budget["runs"]["demand"], "iteration_s": seconds, "observed_mean_blocks": mean}
+
+    fast, slow = budget["runs"]["demand"]["iteration_s_tries"]
+    budget["runs"]["demand"] = bench_train.median_run([try_row("bench_train-gpt2-demand-75.stats.json", fast),
+                                                       try_row("bench_train-gpt2-demand-75-try2.stats.json", slow)])
+    lines = [line.strip() for line in bench_train.table(report)]
+    assert ("demand tried 2 times: 864.9 / 2169.4 ms (the median above), resident on average 1.07 / 1.04 of the "
+            "budget") in lines, lines
+    assert "demand's tries are 2.5x apart: more than one steady state, which the median mixes" in lines
+    assert not any(line.startswith("deepum's tries") for line in lines)  # 762.9 and 844.7 ms
+
+
 def test_the_engine_log_report_says_when_the_pairs_it_prefetches_were_learned():
     """Each measured prefetch by the iteration its (kernel, block) pair first faulted in:
     the tables keep what they learn, so early iterations' pairs are prefetched for good."""
