@@ -883,6 +883,17 @@ def test_the_runs_of_programs_that_mark_no_iteration():
     assert all(abs(x) < 0.05 for x in moved) and any(x != 0 for x in moved), moved
 
 
+def test_the_current_table_has_one_line_per_measured_run():
+    script = load_script("validate_simulator")
+    rows = [script.Row("gpt2-26-call1", 0.75, "demand", 2000.0, "uvm", 2100.0, True),
+            script.Row("gpt2-26-call1", 0.75, "demand", 2000.0, "uvm-user", 1500.0, True),
+            script.Row("gpt2-26-call1", 0.75, "deepum", 600.0, "deepum-issuer", 660.0, True)]
+    lines = script.markdown(rows)
+    assert lines[2:4] == ["| gpt2-26-call1 | 75% | demand | 2000 | `uvm` 2100 (+5%), `uvm-user` 1500 (-25% !) |",
+                          "| gpt2-26-call1 | 75% | deepum | 600 | `deepum-issuer` 660 (+10%) |"]
+    assert lines[-1].strip() == "2 of 3 rows within +-20% (! outside)."
+
+
 def test_no_policy_is_3x_over_demand_at_half_the_working_set_through_the_user_api():
     """Issue 6's first target, against what any policy could reach under the
     user-mode emulation: with write-backs at the rate the engine's got while
