@@ -37,7 +37,9 @@ def _capacities(text: str) -> list[int]:
                    "next, and leaving costs an eviction (what training does; compare with measured runs).")
 @click.option("--unmarked", is_flag=True,
               help="Simulate the program as if it marked no iteration: libdeepum's iteration detector places "
-                   "the marks (the launches before its first are iteration 0; its last ends the trace).")
+                   "the marks (the launches before its first are iteration 0; its last ends the trace). For "
+                   "traces of programs that marked their steps, best captured from the first step (a trace of an "
+                   "unmarked program already has the detector's marks).")
 @click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE", help="Prefetch core configuration field.")
 @click.option("--write-every", type=click.IntRange(1, WRITE_EVERY_MAX), default=ENGINE_WRITE_EVERY, show_default=True,
               help="The engine's DEEPUM_WRITE_EVERY (deepum-user, -issuer, -split): its core hears of launches "
