@@ -380,7 +380,8 @@ def test_write_backs_on_a_stream_of_their_own_gain_only_what_the_driver_overlaps
     then the split is within a few percent of the one stream."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 384 << 20
-    h200 = cost_model(calibration.load())
+    # The write-back cost this was written against (the calibration's has since been refit, slower)
+    h200 = cost_model(calibration.load() | load_script("validate_simulator").NINTH_SESSION_WRITE_BACKS)
     assert h200["both_ways_overlap_pct"] == 7
 
     def split_over_issuer(pct: int) -> float:
@@ -391,7 +392,7 @@ def test_write_backs_on_a_stream_of_their_own_gain_only_what_the_driver_overlaps
 
     ratios = [split_over_issuer(pct) for pct in (0, 7, 50, 100)]
     assert ratios == sorted(ratios, reverse=True)
-    assert ratios[-1] < 0.95
+    assert ratios[-1] < 0.9
     assert 0.97 < ratios[1] < 1.03
     unlimited = simulate(t, [0], ["deepum-issuer", "deepum-split"], make_settings(), h200, compute_from_trace(t))
     assert unlimited.mean_time_ns("deepum-split", 0) == unlimited.mean_time_ns("deepum-issuer", 0)  # nothing to write
