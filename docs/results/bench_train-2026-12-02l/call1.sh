@@ -1,0 +1,1 @@
+. out/prep.sh; mkdir -p $OUT/logs; DEEPUM_ENGINE_LOG=$OUT/logs/engine-%p.log timeout 555 python3 scripts/gpu/pending_measurements gpt2-xl --out $OUT/w > $OUT/call1.log 2>&1; grep -v "^wrote" $OUT/w/gpt2-xl.log | tail -30; gzip $OUT/logs/*.log; cd $OUT/w && tar czf ../runs-call1.tgz . && cd .. && rm -rf w && tar cf logs-call1.tar logs && rm -rf logs

@@ -1,0 +1,1 @@
+. out/prep.sh; mkdir -p $OUT/logs; DEEPUM_ENGINE_LOG=$OUT/logs/engine-%p.log timeout 470 python3 scripts/gpu/pending_measurements marks-50-small --out $OUT/w > $OUT/call2.log 2>&1; grep -v "^wrote" $OUT/w/marks-50-small.log | tail -30; gzip $OUT/logs/*.log; cd $OUT/w && tar czf ../runs-call2.tgz . && cd .. && rm -rf w && tar cf logs-call2.tar logs && rm -rf logs

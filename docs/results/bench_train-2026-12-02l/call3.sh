@@ -1,0 +1,1 @@
+. out/prep.sh; mkdir -p $OUT/logs; DEEPUM_ENGINE_LOG=$OUT/logs/engine-%p.log timeout 470 python3 scripts/gpu/pending_measurements marks-50-gpt2 --out $OUT/w > $OUT/call3.log 2>&1; grep -v "^wrote" $OUT/w/marks-50-gpt2.log | tail -30; gzip $OUT/logs/*.log; cd $OUT/w && tar czf ../runs-call3.tgz . && cd .. && rm -rf w && tar cf logs-call3.tar logs && rm -rf logs

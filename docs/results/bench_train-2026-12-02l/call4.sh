@@ -1,0 +1,1 @@
+. out/prep.sh; timeout 540 python3 scripts/gpu/pending_measurements gpt2-xl --out $OUT/w > $OUT/call4.log 2>&1; grep -v "^wrote" $OUT/w/gpt2-xl.log | tail -30; cd $OUT/w && mkdir -p ../logs && mv gpt2-xl/engine-*.log ../logs/; tar czf ../runs-call4.tgz . && cd .. && rm -rf w && tar cf - logs | xz -T16 -3 | split -b 15M - logs-call4.tar.xz.; rm -rf logs; ls -la $OUT

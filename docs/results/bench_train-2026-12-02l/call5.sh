@@ -1,0 +1,1 @@
+. out/prep.sh; timeout 440 python3 scripts/gpu/pending_measurements gpt2-xl-75 --out $OUT/w > $OUT/call5.log 2>&1; grep -v "^wrote" $OUT/w/gpt2-xl-75.log | tail -30; cd $OUT/w && mkdir -p ../logs && mv gpt2-xl-75/engine-*.log ../logs/; tar czf ../runs-call5.tgz . && cd .. && rm -rf w && tar cf - logs | xz -T16 -3 | split -b 15M - logs-call5.tar.xz.; rm -rf logs; ls -la $OUT
