@@ -23,9 +23,10 @@ iteration range it reports:
              timed from its call or the stream's previous batch, whichever
              was later (what the simulator's cost model charges for them).
              --fit-write-backs pools the eviction batches of several logs
-             and fits time = a * ranges + b * 2 MiB blocks (least squares):
-             the calibration's engine_write_back_per_range_us and
-             engine_write_back_per_2MiB_us.
+             of the engine (demand-mode logs are left out, and said how
+             they compare) and fits time = a * ranges + b * 2 MiB blocks
+             (least squares): the calibration's
+             engine_write_back_per_range_us and engine_write_back_per_2MiB_us.
   misses     the other faults (never predicted).
   stream     the engine's own commands (its evict and prefetch lines, each
              a range) costed with the simulator's model of the driver
@@ -113,6 +114,7 @@ from pathlib import Path
 import numpy as np
 
 from . import calibration
+from ._lowlevel import constant
 from .config import make_config
 from .core import PREFETCH, Core
 from .errors import DeepumInputError
@@ -207,6 +209,7 @@ class EngineLogReport:
     against_trace: AgainstTrace | None
     # Measured eviction batches (ranges, bytes, ns in the stream), for fit_write_backs()
     write_back_batches: list[tuple[int, int, int]] = field(repr=False)
+    demand_mode: bool = False  # the config line's flags: DEEPUM_MODE=demand, which evicts only on faults
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -249,6 +252,12 @@ class WriteBackFit:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def time_over_fit(self, batches: list[tuple[int, int, int]]) -> float:
+        """What @batches (ranges, bytes, ns) took, over what this fit says they take."""
+        rows = np.array(batches, dtype=float)
+        fitted_us = self.per_range_us * rows[:, 0] + self.per_2MiB_us * rows[:, 1] / (1 << BLOCK_SHIFT)
+        return float(rows[:, 2].sum() / 1e3 / fitted_us.sum())
 
 
 def _quantiles(values: list[float]) -> Spread | None:
@@ -452,6 +461,7 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
     prefetched_this_iteration: set[int] = set()
     back_after: list[float] = []  # launches from eviction to the same iteration's next prefetch
     launches_seen = 0
+    demand_mode = False
     counts = {"faults": 0, "misses": 0, "prefetched_blocks": 0, "evicted_blocks": 0, "launches": 0,
               "log_prefetched_blocks": 0, "log_evicted_blocks": 0, "swept_bytes": 0}
     launches: list[list[int]] = []          # per iteration, exec IDs in order
@@ -473,6 +483,8 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
         t = int(words[-1][2:])
         kind = words[0]
         if kind == "config":
+            flags = next((int(w[6:]) for w in words if w.startswith("flags=")), 0)
+            demand_mode = bool(flags & constant("DEEPUM_CFG_F_NO_PREFETCH"))
             continue
         if kind == "iteration":
             if began is not None and iteration >= from_iteration and t > began:
@@ -592,7 +604,7 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
         prefetches_by_pair_learned={**{str(i): origins[i] for i in sorted(k for k in origins if k != "never")},
                                     "never": origins["never"]},
         against_trace=_against_trace(trace, log_blocks, launches, places, measured_prefetches) if trace else None,
-        write_back_batches=write_backs)
+        write_back_batches=write_backs, demand_mode=demand_mode)
 
 
 def analyse_log(path: Path, from_iteration: int, trace: Trace | None = None) -> EngineLogReport:

@@ -202,11 +202,32 @@ def test_report_reads_an_h200_engine_log():
     assert data["late_ms_since_issue"].keys() == {"p10", "p50", "p90"}
 
 
+def test_report_fits_the_engines_write_backs_and_leaves_the_demand_mode_out():
+    """--fit-write-backs over a ResNet-50 engine run and a demand-mode run of
+    one H200 call: the fit is the engine log's batches alone; the demand
+    mode's (evicting between faults) are said apart, and took longer."""
+    logs = H200_ENGINE_LOG.parents[3] / "bench_train-2026-12-02l/call2/logs"
+    engine, demand = logs / "engine-1059.log.gz", logs / "engine-1093.log.gz"
+    alone = json.loads(run("report", "--fit-write-backs", str(engine), "--from-iteration", "6", "--json").output)
+    both = run("report", "--fit-write-backs", str(engine), str(demand), "--from-iteration", "6", "--json")
+    assert both.exit_code == 0, both.output
+    fit = json.loads(both.output)
+    fitted = ("batches", "per_range_us", "per_2MiB_us", "GBps")
+    assert {k: fit[k] for k in fitted} == {k: alone[k] for k in fitted} and alone["batches"] > 100
+    assert fit["demand_mode_logs"] == 1 and fit["demand_mode_batches"] > alone["batches"]
+    assert fit["demand_mode_over_fit"] > 1.2
+    text = run("report", "--fit-write-backs", str(engine), str(demand), "--from-iteration", "6").output
+    assert f"{alone['batches']} eviction batches of the engine" in text
+    assert f"left out: 1 demand-mode logs, whose {fit['demand_mode_batches']} batches took" in text
+
+
 def test_report_bad_input_exits_2_with_a_clear_message(tmp_path):
     old = tmp_path / "old.log"
     old.write_text("iteration 0 at=0\n")  # a log from before timestamps
     quiet = tmp_path / "quiet.log"
     quiet.write_text("iteration 0 t=0\n")   # no eviction batch to fit
+    demand = tmp_path / "demand.log"
+    demand.write_text("config flags=35 t=0\n")  # DEEPUM_MODE=demand's
     broken = tmp_path / "broken.log.gz"
     broken.write_bytes(b"\x1f\x8b not gzip after all")
     for args, message in ((["report", str(tmp_path / "none.log")], "does not exist"),
@@ -215,7 +236,8 @@ def test_report_bad_input_exits_2_with_a_clear_message(tmp_path):
                           (["report", "--fit-write-backs", str(old), str(quiet)], f"{old}: line 1: no t=<ns>"),
                           (["report", str(old), str(old)], "several logs go with --fit-write-backs"),
                           (["report", str(old), "--set", "flags=2"], "--set goes with --core"),
-                          (["report", "--fit-write-backs", str(quiet)], "fewer than 2 timed")):
+                          (["report", "--fit-write-backs", str(quiet)], "fewer than 2 timed"),
+                          (["report", "--fit-write-backs", str(demand)], "only demand-mode logs")):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output, (args, result.output)

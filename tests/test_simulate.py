@@ -18,6 +18,10 @@ from pydeepum.simulate import POLICIES, compute_from_profile, compute_from_trace
 from pydeepum.synth import SynthSpec, generate
 from pydeepum.trace import FAULT, ITER_END, ITER_FLUSHED, ITERATION, LAUNCH, Trace
 
+# The engine's in-run write-back cost as the ninth session's logs fit it (calibration fields), which
+# the tests below that quote it were written against; the calibration's fit has since moved
+NINTH_SESSION_WRITE_BACKS = {"engine_write_back_per_range_us": 86, "engine_write_back_per_2MiB_us": 201}
+
 PROFILE = DATA / "h200" / "gpt2-resident-kernels.csv.gz"
 
 # Round numbers: a 2 MiB copy takes 1 ms on every link, a fault round 10 us.
@@ -380,8 +384,7 @@ def test_write_backs_on_a_stream_of_their_own_gain_only_what_the_driver_overlaps
     then the split is within a few percent of the one stream."""
     t = generate(SynthSpec(layers=8, iterations=5, drift=0.0, access_set=False))
     cap = 384 << 20
-    # The write-back cost this was written against (the calibration's has since been refit, slower)
-    h200 = cost_model(calibration.load() | load_script("validate_simulator").NINTH_SESSION_WRITE_BACKS)
+    h200 = cost_model(calibration.load() | NINTH_SESSION_WRITE_BACKS)
     assert h200["both_ways_overlap_pct"] == 7
 
     def split_over_issuer(pct: int) -> float:
@@ -451,8 +454,8 @@ def test_per_launch_traces_predict_the_measured_runs():
     measured in training runs, and its victims on the GPU until their
     write-backs start.  Against the runs of the traces' own kernels (eighth
     session, the ninth's five calls): `deepum-issuer` within +-20% of the
-    engine's three GPT-2 runs, of BERT's in 6 of 10 (the rest 26-56% slow)
-    and of ResNet-50's in 3 of 10 (the rest 24-48% fast), with launches heard
+    engine's three GPT-2 runs, of BERT's in 6 of 10 (the rest 33-65% slow)
+    and of ResNet-50's in 4 of 10 (the rest 26-47% fast), with launches heard
     8 at a time as the engine hears them (seventeenth session; one by one:
     BERT 0 of 10).  Those runs kept a block's first and last use.  `uvm-user` (the
     emulated demand mode) within +-20% of every GPT-2 and ResNet-50 demand
@@ -463,8 +466,7 @@ def test_per_launch_traces_predict_the_measured_runs():
     order (docs/SIMULATOR.md, "Ninth session").  Against the runs before,
     with deterministic algorithms (37-47% more kernels per iteration than the
     traces have): `uvm` within +-20% of all nine demand runs,
-    `deepum-issuer` of 17 of 18 engine runs (11 with launches heard one by
-    one)."""
+    `deepum-issuer` of all 18 engine runs."""
     rows = load_script("validate_simulator").per_launch_cases()
     same = [r for r in rows if "-same-kernels" in r.case]
     assert len({r.case for r in same}) == 12
@@ -478,7 +480,7 @@ def test_per_launch_traces_predict_the_measured_runs():
     engine = {model: cells(model, "deepum", "deepum-issuer") for model in ("gpt2", "bert", "resnet50")}
     assert [len(engine[m]) for m in engine] == [3, 10, 10]
     # Simulated with the sixteenth session's core (runs of uses), these runs with first and last use.
-    assert [sum(r.within_bar for r in engine[m]) for m in engine] == [3, 6, 3]
+    assert [sum(r.within_bar for r in engine[m]) for m in engine] == [3, 6, 4]
     assert all(r.error > -0.05 for r in engine["bert"]) and all(r.error < 0 for r in engine["resnet50"])
     assert all(r.within_bar for r in cells("resnet50", "demand", "uvm-user", (0.5,)))
     assert all(r.within_bar for r in cells("gpt2", "demand", "uvm-user"))  # 75%: the all-miss state
@@ -490,7 +492,7 @@ def test_per_launch_traces_predict_the_measured_runs():
     assert len(demand) == 9 and {r.case.split("-")[0] for r in demand} == {"gpt2", "bert", "resnet50"}
     assert all(r.within_bar for r in demand), [r for r in demand if not r.within_bar]
     engine_before = [r for r in before if r.policy == "deepum-issuer"]
-    assert len(engine_before) == 18 and sum(r.within_bar for r in engine_before) == 17
+    assert len(engine_before) == 18 and all(r.within_bar for r in engine_before)
 
 
 def test_runs_under_budgets_that_hold_everything_are_predicted():
@@ -517,18 +519,18 @@ def test_the_defaults_runs_are_predicted_pessimistically_and_mostly_within_the_b
     BERT's and ResNet-50's demand runs faulted the blocks they did in the
     eleventh session and took 25-32% less, so the simulation turned from
     optimistic to pessimistic: no row more than 10% fast, none more than 41%
-    slow, 17 of 22 within +-20%, and every `uvm-user` row (the emulation the
+    slow, 16 of 22 within +-20%, and every `uvm-user` row (the emulation the
     demand runs are) within it.  GPT-2 XL with victims scanned from its whole
     budget learns more slowly in simulation than the four captured
-    iterations last, so those two rows are 20% and 33% slow."""
+    iterations last, so those two rows are 22% and 40% slow."""
     rows = load_script("validate_simulator").defaults_cases()
     scan = [r for r in rows if r.case == "gpt2-xl-history-scan"]
-    assert len(scan) == 2 and all(0.15 < r.error <= 0.35 for r in scan), scan
+    assert len(scan) == 2 and all(0.15 < r.error <= 0.40 for r in scan), scan
     rows = [r for r in rows if r not in scan]
     assert len({r.case for r in rows}) == 5 and len(rows) == 22
     assert all(-0.10 <= r.error <= 0.41 for r in rows), [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
     assert all(r.within_bar for r in rows if r.policy == "uvm-user")
-    assert sum(r.within_bar for r in rows) == 17, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
+    assert sum(r.within_bar for r in rows) == 16, [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
 
 
 def test_gpt2_xl_runs_warmed_up_until_settled_are_predicted_within_the_bar():
@@ -586,9 +588,9 @@ def test_stock_uvm_predicts_the_measured_demand_runs_at_half_budget():
 def test_the_small_models_settled_runs_are_predicted_as_before():
     """scripts/validate_simulator's settled runs of GPT-2, BERT and ResNet-50
     (fourteenth and fifteenth sessions): every emulated demand row (`uvm-user`)
-    and GPT-2's engine within +-20%; the engine on ResNet-50 simulated a
-    quarter to a third too fast and on BERT at 50% 23% too slow, as in the
-    earlier sessions' runs (docs/SIMULATOR.md)."""
+    and the engine at 75% within +-20%; at 50% the engine on GPT-2 and BERT
+    simulated 26-27% too slow, on ResNet-50 25% too fast, as in the earlier
+    sessions' runs (docs/SIMULATOR.md)."""
     rows = load_script("validate_simulator").settled_small_cases()
     assert {(r.case, r.budget) for r in rows} == {
         ("gpt2-settled", 0.5), ("bert-settled", 0.5), ("resnet50-settled", 0.5), ("resnet50-settled", 0.75),
@@ -596,15 +598,16 @@ def test_the_small_models_settled_runs_are_predicted_as_before():
     detail = [(r.case, r.budget, r.policy, round(r.error, 3)) for r in rows]
     assert all(r.within_bar for r in rows if r.policy == "uvm-user"), detail
     engine = {(r.case, r.budget): r.error for r in rows if r.policy == "deepum-issuer"}
-    assert abs(engine["gpt2-settled", 0.5]) <= 0.20 and abs(engine["gpt2-75-settled", 0.75]) <= 0.20, detail
-    assert abs(engine["bert-75-settled", 0.75]) <= 0.20 and 0.20 < engine["bert-settled", 0.5] < 0.35, detail
-    assert all(-0.40 < engine["resnet50-settled", b] < -0.20 for b in (0.5, 0.75)), detail
+    assert all(abs(engine[case, 0.75]) <= 0.20 for case in ("gpt2-75-settled", "bert-75-settled", "resnet50-settled")), \
+        detail
+    assert all(0.20 < engine[case, 0.5] < 0.35 for case in ("gpt2-settled", "bert-settled")), detail
+    assert -0.30 < engine["resnet50-settled", 0.5] < -0.20, detail
 
 
 def test_the_writer_is_simulated_sharing_the_driver():
-    """The fifteenth session's variants: GPT-2 XL's engine, its writer thread
-    (DEEPUM_WRITER=1, simulated as deepum-split) and its 4x correlation table
-    all within +-16% at both budgets (+-12% with the core they ran).  With a write-back and a prefetch
+    """The fifteenth session's variants: GPT-2 XL's engine and its 4x
+    correlation table within +-19% at both budgets, its writer thread
+    (DEEPUM_WRITER=1, simulated as deepum-split) 18-25% slow.  With a write-back and a prefetch
     sharing the driver as calibrate measured (7% overlap), the split is
     simulated within 4% of the one stream everywhere; measured, the writer
     was 3-18% faster on GPT-2 XL in three calls and 8-45% slower on BERT in
@@ -612,7 +615,8 @@ def test_the_writer_is_simulated_sharing_the_driver():
     rows = load_script("validate_simulator").variant_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     xl = [r for r in rows if r.case.startswith("gpt2-xl-")]
-    assert len(xl) == 8 and all(abs(r.error) <= 0.16 for r in xl), detail
+    assert len(xl) == 8 and all(abs(r.error) <= 0.19 for r in xl if r.policy == "deepum-issuer"), detail
+    assert all(0.18 <= r.error <= 0.26 for r in xl if r.policy == "deepum-split"), detail
     for case in {r.case for r in rows if r.policy == "deepum-split"}:
         simulated = {r.policy: r.simulated_ms for r in rows if r.case == case}
         assert abs(simulated["deepum-split"] / simulated["deepum-issuer"] - 1) < 0.04, (case, simulated)
@@ -625,37 +629,37 @@ def test_the_writer_is_simulated_sharing_the_driver():
 def test_runs_of_the_core_that_keeps_runs_of_uses_are_predicted():
     """scripts/validate_simulator's sixteenth-session cases, the first runs
     of the core these tests simulate: every demand row within +-9%; the
-    engine within +-20% in 7 of 11 rows (GPT-2 +22%, BERT +28%, ResNet-50
-    -20% to -28%), and GPT-2 XL within 10% at 75% and 50%.  ResNet-50's
-    engine, simulated a third too fast since the eighth session, is 20-28%
-    fast now: its runs got faster, the simulation did not."""
+    engine within +-20% in 8 of 11 rows (GPT-2 +33%, BERT +32%, ResNet-50
+    -21%), and GPT-2 XL within 13% at 75% and 50%.  ResNet-50's engine,
+    simulated a third too fast since the eighth session, is 12-21% fast
+    now: its runs got faster, the simulation did not."""
     rows = load_script("validate_simulator").use_runs_cases()
     detail = [(r.case, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 17, detail
     assert all(abs(r.error) <= 0.09 for r in rows if r.measured_run == "demand"), detail
     engine = [r for r in rows if r.measured_run != "demand" and not r.case.startswith("gpt2-xl")]
-    assert len(engine) == 9 and sum(r.within_bar for r in engine) == 5, detail
-    assert all(-0.29 <= r.error <= -0.19 for r in engine if r.case.startswith("resnet50-")), detail
-    assert [abs(r.error) <= 0.10 for r in rows if r.case.startswith("gpt2-xl")] == [True, True], detail
+    assert len(engine) == 9 and sum(r.within_bar for r in engine) == 6, detail
+    assert all(-0.22 <= r.error <= -0.12 for r in engine if r.case.startswith("resnet50-")), detail
+    assert [abs(r.error) <= 0.13 for r in rows if r.case.startswith("gpt2-xl")] == [True, True], detail
 
 
 def test_the_seventeenth_sessions_runs_are_predicted_but_resnet50_at_half():
     """scripts/validate_simulator's seventeenth-session cases, the engine's
     policy hearing launches as each run wrote positions (8 at a time, or one
     by one with DEEPUM_WRITE_EVERY=1): every engine row at 75% within +-20%
-    (three models, both settings), 16 of 26 engine rows in all.  ResNet-50's
+    (three models, both settings), 15 of 26 engine rows in all.  ResNet-50's
     engine at 50% ran 457-755 ms in nine runs of three calls, its demand runs
-    848 and 837: the simulation (423-435) is the best of them, 22-44% fast
-    against the other eight."""
+    848 and 837: the simulation (463-470 ms) is within 15% of the two
+    fastest, 22-39% fast against the other seven."""
     rows = load_script("validate_simulator").write_every_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     engine = [r for r in rows if r.policy == "deepum-issuer"]
     assert len(engine) == 26, detail
     assert all(r.within_bar for r in engine if r.budget == 0.75), detail
-    assert sum(r.within_bar for r in engine) == 16, detail
+    assert sum(r.within_bar for r in engine) == 15, detail
     resnet = sorted((r for r in engine if r.case.startswith("resnet50-") and r.budget == 0.5), key=lambda r: r.error)
-    assert len(resnet) == 9 and [r.within_bar for r in resnet] == [False] * 8 + [True], detail
-    assert all(-0.45 < r.error < -0.20 for r in resnet[:8]), detail
+    assert len(resnet) == 9 and [r.within_bar for r in resnet] == [False] * 7 + [True] * 2, detail
+    assert all(-0.40 < r.error < -0.20 for r in resnet[:7]), detail
     assert all(r.within_bar for r in rows if r.policy == "uvm-user" and not r.case.startswith("gpt2-75")), detail
 
 
@@ -670,10 +674,11 @@ def test_runs_with_and_without_forgetting_are_predicted():
     the first iterations taught (DEEPUM_FORGET_UNSETTLED).  Those runs' core
     forgot at every budget; today's forgets only where the budget holds under
     two thirds of the blocks seen, so at 75% it simulates the forgetting runs
-    as plain ones, and GPT-2's (measured +21% and +11% over plain) fall
-    outside the bar.  19 of 22 engine rows within +-20% (also out: BERT's
-    forgetting run at 50% in call 2, 452 ms, the fastest of its six tries, 22%
-    slow) and 7 of 8 demand rows (GPT-2's `uvm` +22%; `uvm-user`, the
+    as plain ones, and GPT-2's (measured +21% and +11% over plain) are 21%
+    and 18% fast.  18 of 22 engine rows within +-20%: also out, BERT's
+    forgetting run at 50% in call 2 (452 ms, the fastest of its six tries,
+    +29%), GPT-2's at 50% in call 3 (+23%) and ResNet-50's plain engine at
+    75% in call 2 (192 ms, +24%); and 7 of 8 demand rows (GPT-2's `uvm` +22%; `uvm-user`, the
     emulation the runs are, +12%).  At 50% the simulation tells the two
     configurations apart by at most 14%, and not in the H200's direction at
     ResNet-50's (measured -16% and -18%): it cannot replace the H200 for this
@@ -681,10 +686,10 @@ def test_runs_with_and_without_forgetting_are_predicted():
     rows = load_script("validate_simulator").forget_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert len(engine) == 22 and sum(r.within_bar for r in engine) == 19, detail
+    assert len(engine) == 22 and sum(r.within_bar for r in engine) == 18, detail
     assert {(r.case, r.measured_run) for r in engine if not r.within_bar} == {
-        ("bert-forget-call2", "deepum+FORGET_UNSETTLED=1"), ("gpt2-forget-call5", "deepum+FORGET_UNSETTLED=1"),
-        ("gpt2-forget-call6", "deepum+FORGET_UNSETTLED=1")}, detail
+        ("bert-forget-call2", "deepum+FORGET_UNSETTLED=1"), ("gpt2-forget-call3", "deepum+FORGET_UNSETTLED=1"),
+        ("gpt2-forget-call6", "deepum+FORGET_UNSETTLED=1"), ("resnet50-forget-call2", "deepum")}, detail
     demand = [r for r in rows if r.measured_run == "demand"]
     assert len(demand) == 8 and sum(r.within_bar for r in demand) == 7, detail
     assert all(r.within_bar for r in demand if r.policy == "uvm-user"), detail
@@ -699,31 +704,32 @@ def test_runs_with_and_without_forgetting_are_predicted():
 def test_the_nineteenth_sessions_runs_are_predicted():
     """Issue 6's 75% cells as medians of three tries (every row within
     +-20%), and at 50% the engine with and without forgetting where memory is
-    tight: BERT's plain engine, its three tries 429-579 ms, is simulated 26%
-    slow."""
+    tight: BERT's plain engine, its three tries 429-579 ms, is simulated 30%
+    slow, GPT-2's forgetting one 26%."""
     rows = load_script("validate_simulator").nineteenth_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 13 and [(r.case, r.measured_run) for r in rows if not r.within_bar] == [
-        ("bert-19-call3", "deepum")], detail
+        ("bert-19-call3", "deepum"), ("gpt2-19-call3", "deepum+FORGET_UNSETTLED=1")], detail
     engine = [r for r in rows if r.policy == "deepum-issuer"]
     for case in ("bert-19-call3", "gpt2-19-call3"):
         plain, forget = _plain_and_forgetting(engine, case, 0.5)
         assert plain != forget and abs(forget / plain - 1) < 0.05, (case, plain, forget)
     # Between marks (the engine's clock; bench_train's left its work at each mark out) every
-    # engine run took longer than timed, by 0-13%, and BERT's plain engine is simulated +21%.
+    # engine run took longer than timed, by 0-13%, and BERT's plain engine is simulated +24%.
     for r in engine:
         assert 1.0 < r.between_marks_ms / r.measured_ms < 1.13, (r.case, r.measured_run)
     bert = next(r for r in engine if (r.case, r.measured_run) == ("bert-19-call3", "deepum"))
-    assert 0.20 < bert.error_between_marks < 0.22 < bert.error, detail
+    assert 0.20 < bert.error_between_marks < 0.25 < bert.error, detail
 
 
 def test_the_twentieth_sessions_runs_are_timed_from_their_marks():
     """Issue 6's cells timed from each iteration's mark: every run's median
     iteration is the engine's own time between marks (before, bench_train
     left the engine's work at the mark untimed: 20-41 ms).  Demand paging is
-    predicted within +-20% everywhere as nvidia-uvm; the engine is simulated
-    faster than it ran in every cell, ResNet-50's at 50% by 43%.  Victims in
-    address runs (calls 5 and 6) change the simulated time by under 2%: the
+    predicted within +-20% everywhere as nvidia-uvm; the engine within it in
+    every cell but ResNet-50's at 50% (38% fast), faster than it ran in all
+    but BERT's at 50% (+0.3%).  Victims in
+    address runs (calls 5 and 6) change the simulated time by under 4%: the
     simulator's rounds already write back in long ranges."""
     rows = load_script("validate_simulator").twentieth_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
@@ -733,44 +739,44 @@ def test_the_twentieth_sessions_runs_are_timed_from_their_marks():
     issue6 = [r for r in rows if not r.case.endswith(("call5", "call6"))]
     assert all(r.within_bar for r in issue6 if r.policy == "uvm"), detail
     engine = [r for r in issue6 if r.policy == "deepum-issuer"]
-    assert len(engine) == 6 and all(r.error < 0 for r in engine), detail
-    assert sorted(r.case for r in engine if not r.within_bar) == [
-        "gpt2-20-call4", "resnet50-20-call1", "resnet50-20-call3"], detail
+    assert len(engine) == 6 and sum(r.error < 0 for r in engine) == 5, detail
+    assert [r.case for r in engine if not r.within_bar] == ["resnet50-20-call1"], detail
     resnet = next(r for r in engine if r.case == "resnet50-20-call1")
-    assert -0.45 < resnet.error < -0.40, detail
+    assert -0.40 < resnet.error < -0.35, detail
     runs = {(r.case, r.budget, r.measured_run): r.simulated_ms for r in rows if r.case.endswith(("call5", "call6"))}
     assert len(runs) == 8, detail
     for case, budget, run in runs:
         if run == "deepum":
-            assert abs(runs[case, budget, "deepum+VICTIM_RUNS=1"] / runs[case, budget, run] - 1) < 0.02, detail
+            assert abs(runs[case, budget, "deepum+VICTIM_RUNS=1"] / runs[case, budget, run] - 1) < 0.04, detail
 
 
 def test_the_twenty_second_sessions_victim_runs():
-    """The engine with and without victims in address runs, seven cells: 11
-    of 14 rows within +-20%.  ResNet-50 at 50% is simulated 35-45% too fast
+    """The engine with and without victims in address runs, seven cells: 10
+    of 14 rows within +-20%.  ResNet-50 at 50% is simulated 32-37% too fast
     with either choice (its runs move 40% more bytes than simulated), GPT-2's
-    runs with the flag at 75% 27%.  The simulator still tells the two choices
-    apart by under 5%, where the H200 moved them by -25% to +18%.  Then
-    ResNet-50 at 50% with the flag by default against demand: demand within
-    the bar as nvidia-uvm, the engine 34% too fast again."""
+    runs with the flag at 50% 20% and 24% too slow.  The simulator tells the
+    two choices apart by at most 12% (BERT at 50%, the flag slower, in the
+    H200's direction in one call of two), where the H200 moved them by -25%
+    to +18%.  Then ResNet-50 at 50% with the flag by default against demand:
+    demand within the bar as nvidia-uvm, the engine 29% too fast again."""
     rows = load_script("validate_simulator").twenty_second_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     last = [r for r in rows if r.case == "resnet50-22-call5"]
     rows = [r for r in rows if r.case != "resnet50-22-call5"]
     assert [(r.measured_run, r.policy, r.within_bar) for r in last] == [
         ("demand", "uvm", True), ("demand", "uvm-user", True), ("deepum", "deepum-issuer", False)], detail
-    assert -0.40 < last[-1].error < -0.30, detail
+    assert -0.35 < last[-1].error < -0.25, detail
     assert len(rows) == 14 and {r.policy for r in rows} == {"deepum-issuer"}, detail
     for r in rows:
         assert abs(r.between_marks_ms / r.measured_ms - 1) < 0.01, (r.case, r.measured_run, detail)
     outside = sorted((r.case, r.measured_run) for r in rows if not r.within_bar)
-    assert outside == [("gpt2-22-call4", "deepum+VICTIM_RUNS=1"), ("resnet50-22-call1", "deepum"),
-                       ("resnet50-22-call1", "deepum+VICTIM_RUNS=1")], detail
-    assert all(-0.45 < r.error < -0.35 for r in rows if r.case.startswith("resnet50")), detail
+    assert outside == [("gpt2-22-call2", "deepum+VICTIM_RUNS=1"), ("gpt2-22-call3", "deepum+VICTIM_RUNS=1"),
+                       ("resnet50-22-call1", "deepum"), ("resnet50-22-call1", "deepum+VICTIM_RUNS=1")], detail
+    assert all(-0.40 < r.error < -0.30 for r in rows if r.case.startswith("resnet50")), detail
     simulated = {(r.case, r.budget, r.measured_run): r.simulated_ms for r in rows}
     for case, budget, run in simulated:
         if run == "deepum":
-            assert abs(simulated[case, budget, "deepum+VICTIM_RUNS=1"] / simulated[case, budget, run] - 1) < 0.05, detail
+            assert abs(simulated[case, budget, "deepum+VICTIM_RUNS=1"] / simulated[case, budget, run] - 1) < 0.13, detail
 
 
 def test_traces_from_the_first_step_learn_the_warm_up_the_engine_learned():
@@ -778,8 +784,9 @@ def test_traces_from_the_first_step_learn_the_warm_up_the_engine_learned():
     per-launch traces taken from the program's first step: the simulated
     core learns through the iterations whose memory still moved, as the
     engine did, and every engine row comes out slower than from the settled
-    traces, ResNet-50's by 9-12 points of error (its gap: -24% to -33%, from
-    -34% to -42%); demand paging does not learn and does not move."""
+    traces: ResNet-50's by 13-15 points of error (its gap: -14% to -24%, from
+    -29% to -37%), BERT's plain engine by 14-16 and with victims in address
+    runs by under 1; demand paging does not learn and does not move."""
     script = load_script("validate_simulator")
     cold, settled = script.cold_trace_cases(), script.twenty_second_cases()
     before = {(r.case, r.measured_run, r.policy): r.error for r in settled}
@@ -788,29 +795,28 @@ def test_traces_from_the_first_step_learn_the_warm_up_the_engine_learned():
     for r in cold:
         moved = r.error - before[r.case.replace("-cold", ""), r.measured_run, r.policy]
         if r.policy.startswith("deepum"):
-            assert moved > (0.08 if r.case.startswith("resnet50") else 0.03), (r.case, r.measured_run, moved, detail)
+            least = 0.12 if r.case.startswith("resnet50") or r.measured_run == "deepum" else 0.0
+            assert moved > least, (r.case, r.measured_run, moved, detail)
         else:
             assert abs(moved) < 0.01, (r.case, r.measured_run, moved, detail)
-    assert all(-0.35 < r.error < -0.20 for r in cold if r.case.startswith("resnet50") and r.policy.startswith("deepum")), detail
+    assert all(-0.25 < r.error < -0.10 for r in cold if r.case.startswith("resnet50") and r.policy.startswith("deepum")), detail
     assert all(r.within_bar for r in cold if r.case.startswith("bert")), detail
 
 
 def test_the_twenty_third_sessions_runs():
     """Forgetting an unsettled start, a window of an eighth and demand at 50%,
-    ResNet-50 and BERT against their traces from the first step: 10 of 14
-    engine rows within +-20%, the plain engine's ResNet-50 runs outside
-    (-21%, -32%).  The simulated core forgetting is 12% faster on ResNet-50
-    and 5% on BERT, the direction the H200 measured (-10% and -32%; -10% and
-    -6%); on GPT-2 the simulation does not move (measured: +9%)."""
+    ResNet-50 and BERT against their traces from the first step: 13 of 14
+    engine rows within +-20%, the plain engine's ResNet-50 run in call 4
+    outside (-23%).  The simulated core forgetting is 14% faster on ResNet-50
+    and 10% on BERT, the direction the H200 measured (-10% and -32%; -10% and
+    -6%); on GPT-2 the simulation barely moves (-1%; measured: +9%)."""
     rows = load_script("validate_simulator").twenty_third_cases()
     detail = [(r.case, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 18, detail
     assert all(r.within_bar for r in rows if r.policy == "uvm"), detail
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert sum(r.within_bar for r in engine) == 10 and len(engine) == 14, detail
-    assert sorted((r.case, r.measured_run) for r in engine if not r.within_bar) == [
-        ("gpt2-23-call5", "deepum+FORGET_UNSETTLED=1"), ("resnet50-23-call3", "deepum"),
-        ("resnet50-23-call3", "deepum+LOOKAHEAD_BLOCKS=113"), ("resnet50-23-call4", "deepum")], detail
+    assert sum(r.within_bar for r in engine) == 13 and len(engine) == 14, detail
+    assert [(r.case, r.measured_run) for r in engine if not r.within_bar] == [("resnet50-23-call4", "deepum")], detail
     for case, gain in (("resnet50-23-call2", 0.10), ("resnet50-23-call4", 0.10), ("bert-23-call2", 0.03),
                        ("bert-23-call4", 0.03)):
         plain, forgetting = _plain_and_forgetting(engine, case, 0.5)
@@ -822,16 +828,14 @@ def test_the_twenty_third_sessions_runs():
 def test_the_twenty_fifth_sessions_runs():
     """Issue 6's cells with the default engine (forgetting, victims in address
     runs) against demand at 50% and 75%, and GPT-2 at 50% without forgetting,
-    every model against its trace from the first step (GPT-2's new), with the
-    write-back cost fit to the twenty-fifth and twenty-sixth sessions' logs:
-    every row within +-20% (the engine -6% to +16%; with the ninth session's
-    fit, 5 of 7 engine rows, -6% to -22%).  Forgetting on GPT-2 simulates 3%
-    slower than without, as measured (+2%; the tries overlapping)."""
+    every model against its trace from the first step (GPT-2's new): every
+    row within +-20% (the engine -15% to +6%).  Forgetting on GPT-2 simulates
+    4% slower than without, as measured (+2%; the tries overlapping)."""
     rows = load_script("validate_simulator").twenty_fifth_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 17 and all(r.within_bar for r in rows), detail
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert len(engine) == 7 and all(-0.10 < r.error < 0.20 for r in engine), detail
+    assert len(engine) == 7 and all(-0.15 < r.error < 0.10 for r in engine), detail
     simulated = {(r.case, r.measured_run): r.simulated_ms for r in engine}
     forgetting = simulated["gpt2-25-call3", "deepum"] / simulated["gpt2-25-call3", "deepum+FORGET_UNSETTLED=0"] - 1
     assert 0 < forgetting < 0.08, (forgetting, detail)
@@ -839,10 +843,10 @@ def test_the_twenty_fifth_sessions_runs():
 
 def test_the_twenty_sixth_sessions_runs():
     """Issue 6's cells a call after the twenty-fifth session's, and BERT and
-    GPT-2 at 75% with and without victims in address runs: 10 of 11 engine
-    rows within +-20% (+3% to +17%); out, GPT-2's engine at 75% in call 1
-    (616 ms, the fastest of its three calls: +36%; 761 and 804 in calls 2
-    and 6, +10% and +4%).  Outside among demand: ResNet-50's emulated demand
+    GPT-2 at 75% with and without victims in address runs: all 11 engine
+    rows within +-20% (-11% to +20%: GPT-2's at 75% in call 1, 616 ms, the
+    fastest of its three calls; 761 and 804 in calls 2 and 6, -3% and -8%).
+    Outside among demand: ResNet-50's emulated demand
     at 50% (uvm-user -27%; stock UVM's model -19%) and call 6's GPT-2 demand
     at 75%, the mean of two tries in the driver's two steady states (865 and
     2,169 ms): the simulation (2,045 ms) is the slower one, as in every
@@ -852,35 +856,58 @@ def test_the_twenty_sixth_sessions_runs():
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
     assert len(rows) == 25, detail
     engine = [r for r in rows if r.policy == "deepum-issuer"]
-    assert len(engine) == 11 and sum(r.within_bar for r in engine) == 10, detail
+    assert len(engine) == 11 and all(r.within_bar for r in engine), detail
     outside = sorted((r.case, r.policy) for r in rows if not r.within_bar)
-    assert outside == [("gpt2-26-call1", "deepum-issuer"), ("gpt2-26-call6", "uvm"), ("gpt2-26-call6", "uvm-user"),
-                       ("resnet50-26-call4", "uvm-user")], detail
+    assert outside == [("gpt2-26-call6", "uvm"), ("gpt2-26-call6", "uvm-user"), ("resnet50-26-call4", "uvm-user")], \
+        detail
     bench = json.loads((script.RESULTS_TWENTY_SIXTH / "call6/tries-75-gpt2-again/bench_train-gpt2.json").read_text())
     slower_try = max(bench["budgets"][0]["runs"]["demand"]["iteration_s_tries"]) * 1e3
     assert all(abs(r.simulated_ms / slower_try - 1) < 0.15 for r in rows if r.case == "gpt2-26-call6"
                and r.policy.startswith("uvm")), detail
 
 
+def test_the_twenty_seventh_sessions_runs():
+    """Issue 6's 50% cells a third call and GPT-2 XL at both budgets, the
+    default engine against demand: every engine row within +-20% (+1% to
+    +18%, every one simulated slower than it ran), and every emulated demand
+    row (`uvm-user`, -14% to +11%); stock UVM's model of a GPU that small is
+    21% slow for GPT-2 XL at 75%.  The simulated speedup over demand is
+    within 20% of the measured one in every cell."""
+    script = load_script("validate_simulator")
+    rows = script.twenty_seventh_cases()
+    detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in rows]
+    assert len(rows) == 15 and {r.case for r in rows} == {
+        "resnet50-27-call2", "bert-27-call2", "gpt2-27-call3", "gpt2-xl-27-call4", "gpt2-xl-27-call5"}, detail
+    engine = [r for r in rows if r.policy == "deepum-issuer"]
+    assert len(engine) == 5 and all(r.within_bar and r.error > 0 for r in engine), detail
+    assert all(r.within_bar for r in rows if r.policy == "uvm-user"), detail
+    assert [(r.case, r.policy) for r in rows if not r.within_bar] == [("gpt2-xl-27-call5", "uvm")], detail
+    for r in engine:
+        demand = next(d for d in rows if d.case == r.case and d.policy == "uvm-user")
+        measured, simulated = demand.measured_ms / r.measured_ms, demand.simulated_ms / r.simulated_ms
+        assert abs(simulated / measured - 1) < 0.2, (r.case, measured, simulated)
+
+
 def test_the_runs_of_programs_that_mark_no_iteration():
     """The twenty-fifth session's call 4 (ResNet-50 and BERT at 50% marking
     no iteration, with and without forgetting), simulated with the marks
-    libdeepum's detector puts in their traces from the first step: every row
-    within +-20% (-13% to -1%; 19-26% under with the ninth session's
-    write-back fit).  Simulated with the program's own marks instead, the
-    times move by under 5%: where the marks fall is not what decides them."""
+    libdeepum's detector puts in their traces from the first step: all
+    simulated faster than measured, 3 of 4 within +-20% (-21% for ResNet-50
+    without forgetting, 693 ms against 530 with it).  Simulated with the program's own marks instead, the
+    times move by under 8%: where the marks fall is not what decides them."""
     script = load_script("validate_simulator")
     rows = script.unmarked_cases()
     detail = [(r.case, r.measured_run, round(r.error, 3)) for r in rows]
-    assert len(rows) == 4 and all(r.within_bar and r.error < 0 for r in rows), detail
+    assert len(rows) == 4 and all(r.error < 0 for r in rows), detail
+    assert [(r.case, r.measured_run) for r in rows if not r.within_bar] == [
+        ("resnet50-unmarked-25", "deepum-unmarked+FORGET_UNSETTLED=0")], detail
     marked = [row for stem, model in (script.RESNET50_COLD, script.BERT_COLD)
               for row in script.per_launch(model, stem, model, script.RESULTS_TWENTY_FIFTH / "call4/unmarked-forget",
                                            (0.5,), script.COLD_ITERATIONS, settled=True,
-                                           compared=script.COMPARED_UNMARKED,
-                                           write_backs=script.CALIBRATED_WRITE_BACKS)]
+                                           compared=script.COMPARED_UNMARKED)]
     assert [r.measured_run for r in marked] == [r.measured_run for r in rows]
     moved = [r.simulated_ms / m.simulated_ms - 1 for r, m in zip(rows, marked)]
-    assert all(abs(x) < 0.05 for x in moved) and any(x != 0 for x in moved), moved
+    assert all(abs(x) < 0.08 for x in moved) and any(x != 0 for x in moved), moved
 
 
 def test_the_current_table_has_one_line_per_measured_run():
@@ -902,10 +929,11 @@ def test_no_policy_is_3x_over_demand_at_half_the_working_set_through_the_user_ap
     under 2.1x faster than the emulated demand mode at half of each model's
     working set, on the traces from the first step at the twenty-fifth
     session's budgets; it evicts nearly as much as demand does, and every
-    eviction is a write-back.  At the twenty-sixth session's fit (259 us) it
-    is slower still: 1.4-1.6x, below what the engine measured (1.53-2.09x),
-    so that in-run figure overcharges an oracle, and the ninth's is the
-    bound to quote."""
+    eviction is a write-back.  At the calibration's fit to every session's
+    engine batches (230 us) it is slower still: 1.6-1.8x, below what the
+    engine measured in some calls (1.53-2.17x), so that pooled rate
+    overcharges an oracle (the rate drifts between calls), and the ninth's
+    is the bound to quote."""
     script = load_script("validate_simulator")
     capacities = {"gpt2": 5102370816, "bert": 1998585856, "resnet50": 1897922560}
 
@@ -921,19 +949,19 @@ def test_no_policy_is_3x_over_demand_at_half_the_working_set_through_the_user_ap
             speedups[model] = demand / oracle
         return speedups
 
-    ninth = oracle_over_demand(script.NINTH_SESSION_WRITE_BACKS["engine_write_back_per_2MiB_us"])
+    ninth = oracle_over_demand(NINTH_SESSION_WRITE_BACKS["engine_write_back_per_2MiB_us"])
     assert all(1.5 < s < 2.1 for s in ninth.values()), ninth
     latest = oracle_over_demand(calibration.load()["engine_write_back_per_2MiB_us"])
-    assert all(latest[m] < ninth[m] and latest[m] < 1.7 for m in ninth), (latest, ninth)
+    assert all(latest[m] < ninth[m] and latest[m] < 1.8 for m in ninth), (latest, ninth)
 
 
 def test_resnet50s_settled_trace_predicts_as_its_first():
     """ResNet-50's per-launch trace taken after eight warm-up iterations,
     when 46 of 1,047 launches a step had new exec IDs (the first, after one:
     22-26%, which the runs' measured iterations never had).  It predicts the
-    same runs within 7% of the first trace; every row of today's core within
-    +-20% (the eighteenth session's forgetting runs at 75% ran a core that
-    forgot there, which today's simulates as plain: two of them out)."""
+    same runs within 7% of the first trace, and every row within +-20%
+    (the eighteenth session's forgetting runs at 75% ran a core that forgot
+    there, which today's simulates as plain: 14-15% fast)."""
     script = load_script("validate_simulator")
     settled = script.settled_trace_cases()
     detail = [(r.case, r.budget, r.measured_run, r.policy, round(r.error, 3)) for r in settled]
@@ -942,9 +970,7 @@ def test_resnet50s_settled_trace_predicts_as_its_first():
     assert len(settled) == 17
     for r in settled:
         assert abs(r.simulated_ms / first[r.budget, r.measured_run, r.policy, round(r.measured_ms, 3)] - 1) < 0.07, detail
-    outside = [(r.case, r.budget, r.measured_run) for r in settled if not r.within_bar]
-    assert outside == [("resnet50-settled-18-call2", 0.75, "deepum+FORGET_UNSETTLED=1"),
-                       ("resnet50-settled-18-call4", 0.75, "deepum+FORGET_UNSETTLED=1")], detail
+    assert all(r.within_bar for r in settled), detail
 
 
 def test_damaged_records_are_run_or_named_whatever_the_damage(gpt2):
