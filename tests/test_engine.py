@@ -13,6 +13,7 @@ backward pass, each kernel touching three whole allocations (6 blocks).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -939,6 +940,18 @@ def test_the_pending_gpu_measurements_name_runs_and_scripts_that_exist():
             if "--runs" in words:
                 for run in words[words.index("--runs") + 1].split(","):
                     bench_train.run_settings(run)  # ValueError if bench_train does not know it
+
+
+def test_the_pending_gpu_measurements_compress_the_engine_logs_they_write(tmp_path):
+    """A step's engine logs come back gzipped (a GPT-2 XL run's is ~45 MB, over
+    what the device tool returns), the same bytes, and nothing else is touched."""
+    compress = load_script("gpu/pending_measurements").compress_engine_logs
+    text = "config flags=200 t=1\n" * 1000
+    (tmp_path / "engine-42.log").write_text(text)
+    (tmp_path / "bench_train-gpt2-xl.json").write_text("{}")
+    assert compress(tmp_path) == [tmp_path / "engine-42.log.gz"]
+    assert gzip.decompress((tmp_path / "engine-42.log.gz").read_bytes()).decode() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench_train-gpt2-xl.json", "engine-42.log.gz"]
 
 
 def test_bench_train_run_names_carry_settings_and_bad_ones_are_refused():
