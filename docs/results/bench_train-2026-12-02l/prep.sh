@@ -1,7 +1,0 @@
-# sourced at the start of every device call
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD
-python3 pydeepum/_ffi_build.py >/dev/null 2>&1 || echo "ffi build failed"
-make -C userlib -s || echo "userlib build failed"
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
