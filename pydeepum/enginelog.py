@@ -50,6 +50,11 @@ iteration range it reports:
              how many iterations the engine took to settle, and whether a
              measured range started after it did (forgetting an unsettled
              start costs the iterations that learn back what it dropped).
+  copies     per iteration from the first (logs with landed lines), the GiB
+             the engine's batches issued in it wrote back and prefetched,
+             each at its rate in the stream: once settled, an iteration
+             whose copies fill it lasts as long as they take, so a change in
+             the driver's write-back rate shows here with the same bytes.
   taught     per warm-up iteration, the (kernel, block) pairs it taught
              first, and how many of them look wrong from the measured
              iterations: no use of the block (a fault where it was fed, a
@@ -152,6 +157,20 @@ class SettlingIteration:
 
 
 @dataclass(frozen=True)
+class CopiesIteration:
+    """What the engine's batches issued in one iteration copied, timed in its stream."""
+    iteration: int
+    evicted_gib: float
+    evict_GBps: float | None
+    prefetched_gib: float
+    prefetch_GBps: float | None
+
+
+def _gib_and_rate(nbytes: int, ns: int) -> tuple[float, float | None]:
+    return nbytes / 2**30, nbytes / ns if ns else None
+
+
+@dataclass(frozen=True)
 class TaughtIteration:
     iteration: int
     pairs: int        # (kernel, block) pairs this warm-up iteration taught first
@@ -204,6 +223,7 @@ class EngineLogReport:
     fault_owner_shift_launches: Spread | None
     learning: list[LearningIteration]
     settling: list[SettlingIteration]
+    copies: list[CopiesIteration]
     pairs_taught: list[TaughtIteration]
     prefetches_by_pair_learned: dict[str, int]  # iteration (or "never") -> blocks
     against_trace: AgainstTrace | None
@@ -451,9 +471,11 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
     late, regretted, heard = [], [], []
     waited: dict[str, list[float]] = {"evict": [], "prefetch": []}  # ms from handed to the call
     took: dict[str, list[float]] = {"evict": [], "prefetch": []}    # ms in the call
-    in_stream: dict[int, tuple[str, int, int, int]] = {}  # job -> (direction, ranges, bytes, when it was called)
+    # job -> (direction, ranges, bytes, when it was called, the iteration it was issued in)
+    in_stream: dict[int, tuple[str, int, int, int, int]] = {}
     stream_free: dict[int, int] = {}                 # per issuing thread (job >> 32): its last batch's end
     copied = {"evict": [0, 0], "prefetch": [0, 0]}  # bytes, ns of measured batches
+    copies: dict[int, dict[str, list[int]]] = {}    # iteration -> direction -> bytes, ns of its batches
     write_backs: list[tuple[int, int, int]] = []     # measured eviction batches: ranges, bytes, ns
     evicted_at_launch: dict[int, int] = {}  # block -> launches logged before its last eviction
     round_trips = {"round_trips_no_launch": 0, f"round_trips_within_{ROUND_TRIP_LAUNCHES}": 0,
@@ -532,22 +554,26 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
             counts["log_evicted_blocks"] += len(blocks)
             stream_ns += _stream_ns(kind, len(blocks), "dead" in words, cost)
         elif kind == "issued":
+            keys = dict(w.split("=", 1) for w in words[3:-1])
+            started = int(keys["started"])
             if measured:
-                keys = dict(w.split("=", 1) for w in words[3:-1])
-                handed, started = int(keys["handed"]), int(keys["started"])
-                waited[words[1]].append((started - handed) / 1e6)
+                waited[words[1]].append((started - int(keys["handed"])) / 1e6)
                 took[words[1]].append((t - started) / 1e6)
-                if "job" in keys:
-                    in_stream[int(keys["job"])] = (words[1], int(keys["ranges"]), int(keys["bytes"]), started)
+            if "job" in keys:
+                in_stream[int(keys["job"])] = (words[1], int(keys["ranges"]), int(keys["bytes"]), started, iteration)
         elif kind == "landed":
             job = int(words[1].split("=")[1])
             if job in in_stream:
-                direction, ranges, nbytes, started = in_stream.pop(job)
+                direction, ranges, nbytes, started, issued_in = in_stream.pop(job)
                 begin = max(started, stream_free.get(job >> 32, 0))
-                copied[direction][0] += nbytes
-                copied[direction][1] += t - begin
-                if direction == "evict":
-                    write_backs.append((ranges, nbytes, t - begin))
+                per_iteration = copies.setdefault(issued_in, {"evict": [0, 0], "prefetch": [0, 0]})[direction]
+                per_iteration[0] += nbytes
+                per_iteration[1] += t - begin
+                if issued_in >= from_iteration:
+                    copied[direction][0] += nbytes
+                    copied[direction][1] += t - begin
+                    if direction == "evict":
+                        write_backs.append((ranges, nbytes, t - begin))
             stream_free[job >> 32] = t
         elif kind == "launch":
             launches_seen += 1
@@ -600,6 +626,8 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
         **_repeated(launches, owners),
         learning=[LearningIteration(i, f, n) for i, (f, n) in sorted(learning.items())],
         settling=[SettlingIteration(i, r, a) for i, (r, a) in sorted(settling.items())],
+        copies=[CopiesIteration(i, *(x for d in ("evict", "prefetch") for x in _gib_and_rate(*c[d])))
+                for i, c in sorted(copies.items())],
         pairs_taught=_unconfirmed(first_faulted, places, fault_uses, measured_prefetches, from_iteration),
         prefetches_by_pair_learned={**{str(i): origins[i] for i in sorted(k for k in origins if k != "never")},
                                     "never": origins["never"]},

@@ -194,12 +194,19 @@ def test_report_reads_an_h200_engine_log():
     text = run("report", str(H200_ENGINE_LOG), "--from-iteration", "6")
     assert text.exit_code == 0, text.output
     for line in ("late", "regretted", "misses", "heard", "driver     evict", "driver     prefetch", "stream",
-                 "round trips", "learning", "settling", "learned", "taught", "repeated"):
+                 "round trips", "learning", "settling", "copies", "learned", "taught", "repeated"):
         assert f"  {line}" in text.output, line
     data = json.loads(run("report", str(H200_ENGINE_LOG), "--from-iteration", "6", "--json").output)
     assert f"{data['launches']} launches, {data['faults']} faults fed" in text.output
     assert data["late"] + data["misses"] == data["faults"] and data["against_trace"] is None
     assert data["late_ms_since_issue"].keys() == {"p10", "p50", "p90"}
+    # Per iteration from the first; the measured ones' write-backs together copy at the driver line's rate
+    copies = data["copies"]
+    assert [it["iteration"] for it in copies] == list(range(len(copies))) and len(copies) > 6
+    measured = [it for it in copies if it["iteration"] >= 6 and it["evict_GBps"]]
+    written = sum(it["evicted_gib"] for it in measured)
+    assert written / sum(it["evicted_gib"] / it["evict_GBps"] for it in measured) == pytest.approx(
+        data["evict_stream_GBps"])
 
 
 def test_report_fits_the_engines_write_backs_and_leaves_the_demand_mode_out():

@@ -13,6 +13,10 @@ from ..trace import Trace
 from ._common import InputError, emit_json, fail_on_input_errors
 
 
+def _rate(gbps: float | None) -> str:
+    return "-" if gbps is None else f"{gbps:.1f}"
+
+
 def _spread(q: Spread | None, unit: str = " ms", digits: int = 1) -> str:
     return "-" if q is None else f"p10 {q.p10:.{digits}f} / p50 {q.p50:.{digits}f} / p90 {q.p90:.{digits}f}{unit}"
 
@@ -102,6 +106,10 @@ def _print(r: EngineLogReport, core: CoreReplay | None) -> None:
          + ", ".join(f"{it.iteration}: {it.new_pairs}/{it.faults}" for it in r.learning))
     echo("  settling   regretted faults / blocks prefetched again in the iteration, per iteration: "
          + ", ".join(f"{it.iteration}: {it.regretted}/{it.refetched}" for it in r.settling))
+    if r.copies:
+        echo("  copies     per iteration, GiB written back / prefetched, each at GB/s in the stream: "
+             + ", ".join(f"{it.iteration}: {it.evicted_gib:.1f} at {_rate(it.evict_GBps)} / "
+                         f"{it.prefetched_gib:.1f} at {_rate(it.prefetch_GBps)}" for it in r.copies))
     echo("  learned    prefetched blocks by the iteration their (kernel, block) pair first faulted in: "
          + ", ".join(f"{it}: {n}" for it, n in r.prefetches_by_pair_learned.items()))
     echo(f"  taught     per warm-up iteration, pairs it taught first / of them, ones whose block no measured "
