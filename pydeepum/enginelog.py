@@ -474,7 +474,6 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
     # job -> (direction, ranges, bytes, when it was called, the iteration it was issued in)
     in_stream: dict[int, tuple[str, int, int, int, int]] = {}
     stream_free: dict[int, int] = {}                 # per issuing thread (job >> 32): its last batch's end
-    copied = {"evict": [0, 0], "prefetch": [0, 0]}  # bytes, ns of measured batches
     copies: dict[int, dict[str, list[int]]] = {}    # iteration -> direction -> bytes, ns of its batches
     write_backs: list[tuple[int, int, int]] = []     # measured eviction batches: ranges, bytes, ns
     evicted_at_launch: dict[int, int] = {}  # block -> launches logged before its last eviction
@@ -569,11 +568,8 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
                 per_iteration = copies.setdefault(issued_in, {"evict": [0, 0], "prefetch": [0, 0]})[direction]
                 per_iteration[0] += nbytes
                 per_iteration[1] += t - begin
-                if issued_in >= from_iteration:
-                    copied[direction][0] += nbytes
-                    copied[direction][1] += t - begin
-                    if direction == "evict":
-                        write_backs.append((ranges, nbytes, t - begin))
+                if direction == "evict" and issued_in >= from_iteration:
+                    write_backs.append((ranges, nbytes, t - begin))
             stream_free[job >> 32] = t
         elif kind == "launch":
             launches_seen += 1
@@ -613,6 +609,9 @@ def analyse(lines, from_iteration: int, cost: dict[str, int] | None = None,
         else:
             raise EngineLogError(f"line {number}: unknown kind {kind!r}")
     places = _launch_places(launches)
+    # bytes, ns of the measured iterations' batches, per direction
+    copied = {d: [sum(c[d][k] for i, c in copies.items() if i >= from_iteration) for k in (0, 1)]
+              for d in ("evict", "prefetch")}
     return EngineLogReport(
         **counts, from_iteration=from_iteration, late=len(late), late_ms_since_issue=_quantiles(late),
         regretted=len(regretted), regretted_ms_since_eviction=_quantiles(regretted),

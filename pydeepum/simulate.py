@@ -136,6 +136,14 @@ def compute_from_trace(trace: Trace) -> np.ndarray:
     return trace.records[trace.records["type"] == LAUNCH]["len"].astype(np.uint64)
 
 
+def compute_for_detected_marks(compute: np.ndarray, detected: Trace) -> np.ndarray:
+    """A trace's per-launch @compute for that trace with libdeepum's marks in
+    place of its own (Trace.with_detected_marks, which keeps a prefix of its
+    launches): a profile's kernels go by their place in the program's own
+    iterations, so the compute is taken from the marked trace, then cut."""
+    return compute[: detected.counts()["launch"]]
+
+
 def compute_from_profile(trace: Trace, path: str | Path) -> np.ndarray:
     """Compute times from a resident profile CSV (scripts/gpu/profile_*):
     the k-th kernel of a trace iteration with as many kernels as the profiled

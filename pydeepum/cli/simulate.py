@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import click
-import numpy as np
 
 from .. import calibration
 from ..config import checked, make_settings, parse_field_settings, parse_size
 from ..errors import DeepumInputError
 from ..simulate import (DEFAULT_POLICIES, ENGINE_WRITE_EVERY, POLICIES, WRITE_EVERY_MAX, SimReport,
-                        compute_from_profile, compute_from_trace, cost_model, records_simulated, simulate)
+                        compute_for_detected_marks, compute_from_profile, compute_from_trace, cost_model,
+                        records_simulated, simulate)
 from ..trace import LAUNCH, Trace
 from ._common import accesses_said, emit_json, fail_on_input_errors, gib, progress
 
@@ -68,8 +68,7 @@ def simulate_cmd(trace_path, capacity, policies, compute_from, cal_path, steady_
     if compute_from == "trace":
         compute = compute_from_trace(trace)
     else:
-        # A profile's kernels go by their place in the program's own iterations.
-        compute = compute_from_profile(marked, compute_from)[: np.count_nonzero(trace.records["type"] == LAUNCH)]
+        compute = compute_for_detected_marks(compute_from_profile(marked, compute_from), trace)
     with progress(records_simulated(len(trace.records), caps, chosen), "simulate") as bar:
         report = simulate(trace, caps, chosen, cfg, cost, compute, compute_from, steady_from, bar.update, write_every)
     if plot_path:
